@@ -1,0 +1,103 @@
+"""Runs one cell inside its own process (started by the launcher as
+``python -X faulthandler -m trainbench.child SPEC RESULT``).
+
+Writes RESULT atomically: ``unavailable`` with the reason, ``ok`` with the
+workload's result, or ``failed`` with the exception. A crash (abort, segfault,
+kill) writes nothing; the launcher then classifies the death itself.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import random
+import signal
+import sys
+import time
+import traceback
+
+
+def _exception_info(exc: BaseException) -> dict:
+    return {
+        "exception_type": type(exc).__name__,
+        "exception_mro": [cls.__name__ for cls in type(exc).__mro__],
+        "message": str(exc)[:4000],
+        "traceback": "".join(traceback.format_exception(exc))[-8000:],
+    }
+
+
+def run(spec: dict, attempt: int) -> dict:
+    import numpy as np
+    import torch
+
+    from . import workloads
+    from .context import RunContext
+    from .devices import get_device
+    from .environment import package_versions
+    from .faults import active_fault
+    from .tracking import capture_warnings
+
+    t_start = time.perf_counter()
+    device = get_device(spec["backend"], spec["device_settings"])
+    base = {"packages": package_versions(), "torch_version": torch.__version__}
+    available, reason = device.availability()
+    if not available:
+        return {"status": "unavailable", "reason": reason, "child_environment": base}
+
+    settings_in_force = device.apply_settings()
+    random.seed(spec["run_seed"])
+    np.random.seed(spec["run_seed"])
+    torch.manual_seed(spec["run_seed"])
+    amp = device.amp_policy()
+    base["device"] = device.facts()
+    ctx = RunContext(
+        spec=spec,
+        device=device,
+        torch_device=device.torch_device(),
+        amp=amp,
+        settings_in_force=settings_in_force,
+        attempt=attempt,
+        fault=active_fault(spec, attempt),
+    )
+    with capture_warnings() as warning_log:
+        ctx.warnings = warning_log
+        result = workloads.get(spec["cell"]["workload"]).run(ctx)
+    # Threads can change during the run (set by a library); record the final value too.
+    settings_in_force["torch_threads_at_end"] = torch.get_num_threads()
+    settings_in_force["amp"] = amp.as_dict()
+    settings_in_force["dataloader"] = device.dataloader_kwargs()
+    return {
+        "status": "ok",
+        "result": result,
+        "settings_in_force": settings_in_force,
+        "warnings": warning_log.as_dict(),
+        "fallback": bool(warning_log.fallback_ops),
+        "child_environment": base,
+        "child_seconds": time.perf_counter() - t_start,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec_path, result_path = argv[0], argv[1]
+    attempt = int(argv[2]) if len(argv) > 2 else 1
+    # A hang killed by the launcher's SIGTERM leaves a stack trace in the log.
+    faulthandler.enable()
+    faulthandler.register(signal.SIGTERM, chain=True)
+    from .records import atomic_write_json
+
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    try:
+        outcome = run(spec, attempt)
+        code = 0
+    except BaseException as exc:  # recorded, never swallowed: the launcher classifies it
+        traceback.print_exc()
+        outcome = {"status": "failed", **_exception_info(exc)}
+        code = 1
+    atomic_write_json(result_path, outcome)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

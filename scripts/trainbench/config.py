@@ -1,0 +1,307 @@
+"""Config validation and the benchmark matrix.
+
+The JSON Schema in ``schemas/config.schema.yaml`` is the single source of keys,
+allowed values and defaults. This module turns schema violations into short
+messages that name the key and the fix, adds the checks a schema cannot express
+(paths that must exist, optional packages), and expands the matrix
+workload x device x batch size x repeat into cells.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+BACKENDS = ("cpu", "mps", "cuda")
+FAULTS_ENV = "TRAINBENCH_ALLOW_FAULTS"
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased for the user: the key, what is wrong, the fix."""
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as fh:
+        return yaml.safe_load(fh)
+
+
+def _key_path(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _allowed_keys(schema: dict) -> list[str]:
+    return sorted(schema.get("properties", {}))
+
+
+def _describe_error(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error.absolute_path)
+    value = error.instance
+    validator = error.validator
+    if validator == "additionalProperties":
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        allowed = ", ".join(_allowed_keys(error.schema))
+        where = f"under `{key}`" if error.absolute_path else "at the top level"
+        return (
+            f"unknown key {', '.join(f'`{e}`' for e in extra)} {where}. "
+            f"Allowed keys: {allowed}. Fix: remove or rename it."
+        )
+    if validator == "enum":
+        allowed = ", ".join(str(v) for v in error.validator_value if v is not False)
+        return f"`{key}` is {value!r}; allowed values: {allowed}."
+    if validator == "type":
+        return (
+            f"`{key}` is {value!r} ({type(value).__name__}); it must be of type "
+            f"{error.validator_value}."
+        )
+    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {
+            "minimum": "at least",
+            "exclusiveMinimum": "greater than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[validator]
+        return f"`{key}` is {value!r}; it must be {words} {error.validator_value}."
+    if validator == "required":
+        return f"{error.message} (at `{key}`). Fix: add it."
+    if validator == "minItems":
+        return f"`{key}` is empty; give at least {error.validator_value} item(s)."
+    if validator == "uniqueItems":
+        return f"`{key}` has repeated items: {value!r}."
+    if validator == "minProperties":
+        return f"`{key}` is empty; name at least one entry."
+    if validator == "oneOf":
+        # Report the closest alternative's reason rather than jsonschema's dump.
+        specific = [e for e in error.context if e.validator != "type"]
+        if specific:
+            return _describe_error(specific[0])
+        kinds = [s.get("type", "?") for s in error.validator_value]
+        return f"`{key}` is {value!r}; it must be one of the types: {', '.join(map(str, kinds))}."
+    return f"`{key}`: {error.message}"
+
+
+def _validator_with_defaults(schema: dict):
+    """A validator that also fills in the schema's defaults (as Snakemake's validate does)."""
+    base = jsonschema.validators.validator_for(schema)
+    validate_properties = base.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, subschema):
+        if isinstance(instance, dict):
+            for name, prop in properties.items():
+                if "default" in prop and name not in instance:
+                    instance[name] = copy.deepcopy(prop["default"])
+        yield from validate_properties(validator, properties, instance, subschema)
+
+    return jsonschema.validators.extend(base, {"properties": set_defaults})(schema)
+
+
+def validate_config(config: dict) -> dict:
+    """Validate ``config`` in place against the schema, fill defaults, run the
+    semantic checks, and return it. Raises ConfigError with every problem found."""
+    schema = load_schema()
+    validator = _validator_with_defaults(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = sorted({_describe_error(e) for e in errors})
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(lines))
+    normalise(config)
+    problems = semantic_problems(config)
+    if problems:
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(problems))
+    return config
+
+
+def normalise(config: dict) -> None:
+    for settings in config.get("device_settings", {}).values():
+        if settings.get("autocast") is False:  # YAML 1.1 reads `off` as false
+            settings["autocast"] = "off"
+
+
+def semantic_problems(config: dict) -> list[str]:
+    """Checks a JSON Schema cannot express: files that must exist, optional packages."""
+    problems: list[str] = []
+    devices = set(config["devices"])
+    for name, wl in config["workloads"].items():
+        for dev in wl.get("devices", []):
+            if dev not in devices:
+                problems.append(
+                    f"`workloads.{name}.devices` names {dev!r}, which is not in the top-level "
+                    f"`devices` {sorted(devices)}. Fix: add it there or remove it here."
+                )
+        data = wl.get("data") or {}
+        source = data.get("source")
+        if source == "mnist_idx":
+            path = data.get("path")
+            if not path:
+                problems.append(
+                    f"`workloads.{name}.data.path` is required with source mnist_idx. "
+                    "Fix: point it to the folder holding t10k-images-idx3-ubyte.gz."
+                )
+            elif not Path(path).is_dir():
+                problems.append(
+                    f"`workloads.{name}.data.path` = {path!r} does not exist. "
+                    "Fix: point it to the folder holding the MNIST IDX .gz files."
+                )
+        if source == "torchvision" and importlib.util.find_spec("torchvision") is None:
+            problems.append(
+                f"`workloads.{name}.data.source` is torchvision, but torchvision is not "
+                "installed. Fix: `pip install -e .[vision]` (needs a torchvision build that "
+                "matches your torch), or use source synthetic, digits or mnist_idx."
+            )
+    faults = config.get("fault_injection") or []
+    if faults and not (config["launcher"]["allow_fault_injection"] or _faults_allowed_by_env()):
+        problems.append(
+            "`fault_injection` is set but `launcher.allow_fault_injection` is false. "
+            "Fault injection is for tests only; remove `fault_injection` from the config."
+        )
+    for i, fault in enumerate(faults):
+        if fault["workload"] not in config["workloads"]:
+            problems.append(f"`fault_injection[{i}].workload` {fault['workload']!r} is not a workload.")
+    return problems
+
+
+def _faults_allowed_by_env() -> bool:
+    import os
+
+    return os.environ.get(FAULTS_ENV) == "1"
+
+
+# ----------------------------------------------------------------------------- matrix
+
+
+@dataclass(frozen=True)
+class DeviceVariant:
+    """One column of the matrix: a backend with fixed settings (e.g. cpu with 4 threads)."""
+
+    id: str  # path component: cpu, cpu-t4, mps, cuda
+    backend: str
+    threads: int | None = None
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    workload: str
+    device: str
+    batch_size: int
+    rep: int
+
+    @property
+    def relpath(self) -> str:
+        return f"{self.workload}/{self.device}/bs{self.batch_size}/rep{self.rep}"
+
+
+def device_variants(config: dict, backends: Iterable[str] | None = None) -> list[DeviceVariant]:
+    wanted = list(backends) if backends is not None else config["devices"]
+    variants: list[DeviceVariant] = []
+    for backend in wanted:
+        if backend == "cpu":
+            threads = config["device_settings"]["cpu"]["threads"]
+            if isinstance(threads, list) and len(threads) > 1:
+                variants += [DeviceVariant(f"cpu-t{n}", "cpu", n) for n in threads]
+            else:
+                n = threads[0] if isinstance(threads, list) else threads
+                variants.append(DeviceVariant("cpu", "cpu", n))
+        else:
+            variants.append(DeviceVariant(backend, backend))
+    return variants
+
+
+def enabled_workloads(config: dict) -> list[str]:
+    return [name for name, wl in config["workloads"].items() if wl.get("enabled", True)]
+
+
+def batch_sizes_for(config: dict, workload: str, variant: DeviceVariant) -> list[int]:
+    wl = config["workloads"][workload]
+    if wl.get("batch_sizes"):
+        return list(wl["batch_sizes"])
+    return [config["device_settings"][variant.backend]["default_batch_size"]]
+
+
+def expand_matrix(config: dict) -> list[Cell]:
+    cells = []
+    for workload in enabled_workloads(config):
+        wl = config["workloads"][workload]
+        for variant in device_variants(config, wl.get("devices")):
+            for bs in batch_sizes_for(config, workload, variant):
+                for rep in range(config["repeats"]):
+                    cells.append(Cell(workload, variant.id, bs, rep))
+    return sorted(cells)
+
+
+def iter_device_ids(config: dict) -> Iterator[str]:
+    seen = set()
+    for variant in device_variants(config):
+        if variant.id not in seen:
+            seen.add(variant.id)
+            yield variant.id
+
+
+def find_variant(config: dict, device_id: str) -> DeviceVariant:
+    for variant in device_variants(config):
+        if variant.id == device_id:
+            return variant
+    raise ConfigError(f"device {device_id!r} is not in this config's matrix")
+
+
+def faults_for(config: dict, cell: Cell) -> list[dict]:
+    out = []
+    for fault in config.get("fault_injection") or []:
+        if (
+            fault["workload"] == cell.workload
+            and fault["device"] == cell.device
+            and fault.get("batch_size", cell.batch_size) == cell.batch_size
+            and fault.get("rep", cell.rep) == cell.rep
+        ):
+            out.append(fault)
+    return out
+
+
+def cell_spec(config: dict, cell: Cell, data_path: str | None = None) -> dict:
+    """Everything the child process needs to run one cell, as plain JSON data."""
+    variant = find_variant(config, cell.device)
+    device_settings = copy.deepcopy(config["device_settings"][variant.backend])
+    if variant.backend == "cpu":
+        device_settings["threads"] = variant.threads
+    workload_settings = copy.deepcopy(config["workloads"][cell.workload])
+    launcher = copy.deepcopy(config["launcher"])
+    if "timeout_s" in workload_settings:
+        launcher["timeout_s"] = workload_settings["timeout_s"]
+    spec = {
+        "cell": {
+            "workload": cell.workload,
+            "device": cell.device,
+            "batch_size": cell.batch_size,
+            "rep": cell.rep,
+        },
+        "backend": variant.backend,
+        "device_settings": device_settings,
+        "workload_settings": workload_settings,
+        "seed": config["seed"],
+        "run_seed": config["seed"] + cell.rep,
+        "data_path": data_path,
+        "launcher": launcher,
+        "faults": faults_for(config, cell),
+    }
+    spec["config_hash"] = config_hash(spec)
+    return spec
+
+
+def config_hash(spec: dict) -> str:
+    """Hash of the settings that define a cell, excluding the repeat index, so
+    repeats of one cell share it and any settings change gives a new one."""
+    material = {k: v for k, v in spec.items() if k not in ("cell", "run_seed", "config_hash")}
+    material["cell"] = {k: v for k, v in spec["cell"].items() if k != "rep"}
+    blob = json.dumps(material, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

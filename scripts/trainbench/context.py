@@ -1,0 +1,60 @@
+"""What a workload sees while it runs inside the child process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from . import faults
+from .devices import AmpPolicy, Device
+from .tracking import WarningLog
+
+
+@dataclass
+class RunContext:
+    spec: dict
+    device: Device
+    torch_device: torch.device
+    amp: AmpPolicy
+    settings_in_force: dict
+    attempt: int = 1
+    fault: str | None = None
+    warnings: WarningLog | None = None
+    _fault_fired: bool = field(default=False, repr=False)
+
+    @property
+    def workload_settings(self) -> dict:
+        return self.spec["workload_settings"]
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.spec["cell"]["batch_size"])
+
+    @property
+    def eval_batch_size(self) -> int:
+        return int(self.workload_settings.get("eval_batch_size") or self.batch_size)
+
+    @property
+    def run_seed(self) -> int:
+        return int(self.spec["run_seed"])
+
+    @property
+    def label(self) -> str:
+        cell = self.spec["cell"]
+        return f"{cell['workload']}/{cell['device']}/bs{cell['batch_size']}/rep{cell['rep']}"
+
+    @property
+    def loader_kwargs(self) -> dict:
+        return self.device.dataloader_kwargs()
+
+    def generator(self, offset: int = 0) -> torch.Generator:
+        """A seeded CPU generator: weights and data are drawn on the CPU and then
+        moved, because each device's own generator gives different numbers."""
+        return torch.Generator().manual_seed(self.run_seed * 1000 + offset)
+
+    def inject_fault(self) -> None:
+        """Fire the configured test fault once (no-op without one)."""
+        if self.fault and not self._fault_fired:
+            self._fault_fired = True
+            faults.inject(self.fault)

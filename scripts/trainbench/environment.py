@@ -1,0 +1,69 @@
+"""Facts about the machine and software a run used, recorded with every record."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from .devices import cpu_model_name
+
+TRACKED_PACKAGES = ("torch", "numpy", "transformers", "tokenizers", "faiss-cpu", "scikit-learn", "snakemake")
+# Variables that change how torch behaves; recorded whenever they are set.
+BEHAVIOUR_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "KMP_DUPLICATE_LIB_OK",
+    "PYTORCH_ENABLE_MPS_FALLBACK",
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
+    "CUDA_VISIBLE_DEVICES",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
+
+
+def package_versions() -> dict:
+    versions = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit(repo: str | os.PathLike | None = None) -> str | None:
+    repo = Path(repo or Path(__file__).resolve().parents[2])
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+    )
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def host_facts() -> dict:
+    """Facts that need no torch (the launcher records them even when a child dies)."""
+    return {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "cpu_model": cpu_model_name(),
+        "logical_cores": os.cpu_count(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_node": os.environ.get("SLURMD_NODENAME"),
+        "behaviour_variables": {k: os.environ[k] for k in BEHAVIOUR_VARIABLES if k in os.environ},
+    }

@@ -1,0 +1,239 @@
+"""Runs one cell in a child process and turns whatever happens into a record.
+
+The parent never imports torch: a crash, hang or abort in the child cannot take
+the workflow down. Each attempt gets a timeout; a death is classified from the
+child's own report or, for crashes, from the signal and stderr. Retries happen
+here so every attempt is counted, and the record is written atomically. A
+failed cell is a result: the record says ``failed`` and the rule succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .classify import classify, find_silent_corruption, signal_name
+from .config import FAULTS_ENV
+from .environment import git_commit, host_facts
+from .records import SCHEMA_VERSION, write_record
+
+SCRIPTS_DIR = Path(__file__).resolve().parents[1]
+TERM_GRACE_S = 5.0
+
+
+def child_environment(spec: dict) -> tuple[dict, dict]:
+    """The child's environment: ours, plus the variables the config asks for.
+    Returns (full environment, the overrides alone, for the record)."""
+    backend = spec["backend"]
+    settings = spec["device_settings"]
+    overrides = {str(k): str(v) for k, v in (settings.get("env") or {}).items()}
+    if backend == "mps":
+        if settings.get("enable_cpu_fallback"):
+            overrides["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"
+        if settings.get("high_watermark_ratio") is not None:
+            overrides["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = str(settings["high_watermark_ratio"])
+    env = dict(os.environ)
+    env.update(overrides)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS_DIR), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    return env, overrides
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None]:
+    """Wait for the child; kill its process group past the timeout.
+    Returns (returncode, timed_out, child's peak RSS in bytes from wait4)."""
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    sent_term_at = None
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            rss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
+            return proc.returncode, timed_out, int(rss)
+        now = time.monotonic()
+        if not timed_out and now > deadline:
+            timed_out = True
+            sent_term_at = now
+            _signal_group(proc, signal.SIGTERM)
+        elif timed_out and now - sent_term_at > TERM_GRACE_S:
+            _signal_group(proc, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def run_attempt(spec: dict, attempt: int, log) -> dict:
+    """One attempt in a fresh child. Returns the attempt's outcome (status, error...)."""
+    env, _ = child_environment(spec)
+    with tempfile.TemporaryDirectory(prefix="trainbench-cell-") as tmp:
+        tmp = Path(tmp)
+        spec_path, result_path = tmp / "spec.json", tmp / "result.json"
+        stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
+        spec_path.write_text(json.dumps(spec))
+        cmd = [sys.executable, "-X", "faulthandler", "-m", "trainbench.child", str(spec_path), str(result_path), str(attempt)]
+        started = time.time()
+        t0 = time.perf_counter()
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+            returncode, timed_out, child_rss = _wait(proc, float(spec["launcher"]["timeout_s"]))
+        duration = time.perf_counter() - t0
+        stderr_full = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
+        stdout_full = stdout_path.read_text(errors="replace") if stdout_path.exists() else ""
+        log.write(f"----- attempt {attempt}: exit {returncode}{' (timed out)' if timed_out else ''}, {duration:.1f}s -----\n")
+        if stdout_full:
+            log.write("[stdout]\n" + stdout_full + ("\n" if not stdout_full.endswith("\n") else ""))
+        if stderr_full:
+            log.write("[stderr]\n" + stderr_full + ("\n" if not stderr_full.endswith("\n") else ""))
+        log.flush()
+        child = None
+        if result_path.exists() and not timed_out:
+            try:
+                child = json.loads(result_path.read_text())
+            except json.JSONDecodeError:
+                child = None
+
+    tail = "\n".join(stderr_full.splitlines()[-int(spec["launcher"]["stderr_tail_lines"]):])
+    outcome: dict = {
+        "attempt": attempt,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "duration_s": duration,
+        "returncode": returncode,
+        "signal": signal_name(returncode),
+        "timed_out": timed_out,
+        "child_peak_rss_bytes": child_rss,
+    }
+    if child is not None and child.get("status") in ("ok", "unavailable"):
+        outcome["status"] = child["status"]
+        outcome["child"] = child
+        corruption = find_silent_corruption(stderr_full) if child["status"] == "ok" else None
+        if corruption:
+            # The run finished, but the backend said its results may be garbage.
+            outcome["status"] = "failed"
+            outcome["error"] = {
+                "class": "accelerator_error",
+                "exception": None,
+                "message": f"silent accelerator error reported on stderr while training went on: {corruption!r}",
+                "silent": True,
+                "stderr_tail": tail,
+            }
+        return outcome
+
+    info = child or {}
+    result = classify(
+        exception_type=info.get("exception_type"),
+        exception_mro=info.get("exception_mro"),
+        message=info.get("message", ""),
+        returncode=returncode,
+        timed_out=timed_out,
+        stderr=stderr_full,
+        nan_loss="NonFiniteLossError" in (info.get("exception_mro") or []),
+    )
+    if timed_out:
+        message = f"no result after the {spec['launcher']['timeout_s']} s timeout; the process group was killed"
+    elif info:
+        message = f"{info.get('exception_type')}: {info.get('message')}"
+    elif returncode < 0:
+        message = f"child killed by {signal_name(returncode)} (no Python exception: a native crash or kill)"
+    else:
+        message = f"child exited with code {returncode} without writing a result"
+    outcome["status"] = "failed"
+    outcome["error"] = {
+        "class": result.error_class,
+        "exception": info.get("exception_type"),
+        "message": message[:4000],
+        "hint": result.hint,
+        "traceback": info.get("traceback"),
+        "stderr_tail": tail,
+    }
+    return outcome
+
+
+def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike) -> dict:
+    """Run every attempt of one cell and write its record. Never raises for a
+    failed run: the record says what happened."""
+    spec = dict(spec)
+    spec["faults_allowed"] = bool(spec.get("launcher", {}).get("allow_fault_injection")) or (
+        os.environ.get(FAULTS_ENV) == "1"
+    )
+    _, overrides = child_environment(spec)
+    max_attempts = int(spec["launcher"]["max_attempts"])
+    retry_on = set(spec["launcher"]["retry_on"])
+    attempts: list[dict] = []
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write(f"trainbench cell {json.dumps(spec['cell'])}\n")
+        for attempt in range(1, max_attempts + 1):
+            outcome = run_attempt(spec, attempt, log)
+            attempts.append(outcome)
+            if outcome["status"] != "failed":
+                break
+            error_class = outcome["error"]["class"]
+            if error_class not in retry_on:
+                log.write(f"not retrying: class {error_class} is not in launcher.retry_on\n")
+                break
+            if attempt < max_attempts:
+                log.write(f"attempt {attempt} failed ({error_class}); retrying\n")
+        record = build_record(spec, attempts, overrides)
+        log.write(f"record status: {record['status']}\n")
+    write_record(output, record)
+    return record
+
+
+def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
+    final = attempts[-1]
+    child = final.get("child") or {}
+    environment = host_facts()
+    environment.update(child.get("child_environment") or {})
+    environment["git_commit"] = git_commit()
+    environment["config_hash"] = spec.get("config_hash")
+    environment["seed"] = spec.get("seed")
+    environment["run_seed"] = spec.get("run_seed")
+    environment["env_overrides"] = overrides
+    backend = spec["backend"]
+    label = spec["cell"]["device"]
+    if child.get("fallback"):
+        label = f"{label}+cpu-fallback"
+    slim_attempts = [
+        {k: v for k, v in a.items() if k != "child"} | {"status": a["status"]} for a in attempts
+    ]
+    for a in slim_attempts:
+        if a.get("error"):
+            a["error"] = {k: v for k, v in a["error"].items() if k != "traceback"}
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "status": final["status"],
+        "cell": spec["cell"],
+        "backend": backend,
+        "device_label": label,
+        "attempts": slim_attempts,
+        "environment": environment,
+        "spec": {k: v for k, v in spec.items() if k != "cell"},
+        "settings_in_force": child.get("settings_in_force"),
+        "warnings": child.get("warnings"),
+        "result": child.get("result") if final["status"] != "unavailable" else None,
+        "reason": child.get("reason") if final["status"] == "unavailable" else None,
+        "error": final.get("error") if final["status"] == "failed" else None,
+        "host_peak_rss_bytes": final.get("child_peak_rss_bytes"),
+    }
+    return record

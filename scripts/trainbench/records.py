@@ -1,0 +1,149 @@
+"""The per-run metrics record: version, validation, atomic write, read.
+
+A record is a fact about one run of one cell. Tables, figures and reports are
+computed from records only, so a record that cannot be trusted (truncated,
+foreign, or of another schema version) is refused with the file named.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "unavailable")
+ERROR_CLASSES = (
+    "oom",
+    "unsupported_op",
+    "dtype",
+    "placement",
+    "accelerator_error",
+    "signal",
+    "timeout",
+    "nan_loss",
+    "unknown",
+)
+
+RECORD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema_version", "status", "cell", "attempts", "environment", "spec"],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "status": {"enum": list(STATUSES)},
+        "device_label": {"type": "string"},
+        "cell": {
+            "type": "object",
+            "required": ["workload", "device", "batch_size", "rep"],
+            "properties": {
+                "workload": {"type": "string"},
+                "device": {"type": "string"},
+                "batch_size": {"type": "integer", "minimum": 1},
+                "rep": {"type": "integer", "minimum": 0},
+            },
+        },
+        "attempts": {"type": "array", "minItems": 1},
+        "error": {
+            "type": ["object", "null"],
+            "properties": {"class": {"enum": list(ERROR_CLASSES)}},
+        },
+        "reason": {"type": ["string", "null"]},
+        "result": {"type": ["object", "null"]},
+        "environment": {"type": "object"},
+        "spec": {"type": "object"},
+    },
+    "allOf": [
+        {
+            "if": {"properties": {"status": {"const": "ok"}}},
+            "then": {"required": ["result"], "properties": {"result": {"type": "object"}}},
+        },
+        {
+            "if": {"properties": {"status": {"const": "failed"}}},
+            "then": {"required": ["error"], "properties": {"error": {"type": "object", "required": ["class"]}}},
+        },
+        {
+            "if": {"properties": {"status": {"const": "unavailable"}}},
+            "then": {"required": ["reason"], "properties": {"reason": {"type": "string"}}},
+        },
+    ],
+}
+
+
+class RecordError(ValueError):
+    """A metrics file that cannot be used; the message names the file."""
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN/inf are not JSON: store them as null so every reader can parse the file."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write via a temp file in the same folder, fsync, then rename: a reader sees
+    the old file or the whole new one, never a truncated one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
+    atomic_write_text(path, json.dumps(_json_safe(data), indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def validate_record(record: Any, source: str = "<record>") -> dict:
+    if not isinstance(record, dict):
+        raise RecordError(f"{source}: not a trainbench metrics record (top level is {type(record).__name__})")
+    version = record.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordError(
+            f"{source}: schema_version {version!r} is not the supported version {SCHEMA_VERSION}; "
+            "re-run the cell or use the trainbench release that wrote it"
+        )
+    try:
+        jsonschema.validate(record, RECORD_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(map(str, exc.absolute_path)) or "(top level)"
+        raise RecordError(f"{source}: invalid metrics record at {where}: {exc.message}") from None
+    return record
+
+
+def write_record(path: str | os.PathLike, record: dict) -> None:
+    record = _json_safe(record)
+    validate_record(record, str(path))
+    atomic_write_json(path, record)
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: not valid JSON (truncated or corrupted?): {exc}") from None
+    return validate_record(record, str(path))

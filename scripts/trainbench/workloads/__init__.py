@@ -1,0 +1,35 @@
+"""Workload registry. A workload module provides ``run(ctx) -> dict`` and, when
+``prepares_data`` is set, ``prepare_data(settings, out_dir, seed) -> dict`` (one
+data artifact per workload, shared by every device and repeat). Modules import
+lazily: parsing the workflow never imports torch."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    module: str
+    kind: str  # "training" or "microbenchmark"
+    prepares_data: bool
+    seed: str  # the seed document it reproduces
+
+
+WORKLOADS: dict[str, WorkloadInfo] = {
+    "image_cnn": WorkloadInfo("trainbench.workloads.image_cnn", "training", True, "002"),
+    "matmul": WorkloadInfo("trainbench.workloads.matmul", "microbenchmark", False, "004"),
+}
+
+
+def info(name: str) -> WorkloadInfo:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}") from None
+
+
+def get(name: str) -> ModuleType:
+    return importlib.import_module(info(name).module)
