@@ -52,9 +52,18 @@ ACCELERATOR_PATTERNS = (
 SILENT_CORRUPTION_PATTERNS = (r"Error: command buffer exited with error status",)
 
 HINTS = (
-    (r"OMP: Error #15", "two OpenMP runtimes loaded (torch + faiss/MKL); see KMP_DUPLICATE_LIB_OK in device_settings.<dev>.env"),
-    (r"LLVM ERROR: Failed to infer result type", "known MPS LSTM/GRU backward crash (pytorch#87579)"),
-    (r"MPS backend out of memory", "lower the batch size or set device_settings.mps.high_watermark_ratio"),
+    (
+        r"OMP: Error #15",
+        "two OpenMP runtimes loaded (torch + faiss/MKL); see KMP_DUPLICATE_LIB_OK in device_settings.<dev>.env",
+    ),
+    (
+        r"LLVM ERROR: Failed to infer result type",
+        "known MPS LSTM/GRU backward crash (pytorch#87579)",
+    ),
+    (
+        r"MPS backend out of memory",
+        "lower the batch size or set device_settings.mps.high_watermark_ratio",
+    ),
 )
 
 
@@ -102,10 +111,9 @@ def classify(
     texts = (exc_text, stderr) if not exception_type else (exc_text,)
     hint = next((h for p, h in HINTS if re.search(p, exc_text) or re.search(p, stderr or "")), None)
 
-    if timed_out:
+    if timed_out and not exception_type:
         # A hang is a hang even if the kill left a traceback or signal behind.
-        if not exception_type:
-            return Classification("timeout", hint)
+        return Classification("timeout", hint)
     if names & {"OutOfMemoryError"} or _search(OOM_PATTERNS, *texts):
         return Classification("oom", hint)
     if _search(UNSUPPORTED_PATTERNS, *texts):

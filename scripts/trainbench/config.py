@@ -168,7 +168,9 @@ def semantic_problems(config: dict) -> list[str]:
         )
     for i, fault in enumerate(faults):
         if fault["workload"] not in config["workloads"]:
-            problems.append(f"`fault_injection[{i}].workload` {fault['workload']!r} is not a workload.")
+            problems.append(
+                f"`fault_injection[{i}].workload` {fault['workload']!r} is not a workload."
+            )
     return problems
 
 

@@ -7,6 +7,7 @@ the attribute does not exist in the installed torch, so the MPS path degrades to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
@@ -60,7 +61,9 @@ def host_current_rss_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-HOST_RSS_METHOD = "host peak RSS of the cell's process (getrusage ru_maxrss; includes Python, torch and data)"
+HOST_RSS_METHOD = (
+    "host peak RSS of the cell's process (getrusage ru_maxrss; includes Python, torch and data)"
+)
 
 
 class Device:
@@ -163,10 +166,9 @@ class CpuDevice(Device):
             torch.set_num_threads(int(threads))
         interop = self.settings.get("interop_threads")
         if interop:
-            try:
+            # Only settable once, before any parallel work; the value in force is recorded.
+            with contextlib.suppress(RuntimeError):
                 torch.set_num_interop_threads(int(interop))
-            except RuntimeError:  # only settable once, before any parallel work
-                pass
         return super().apply_settings()
 
     def _amp_policy(self, requested: str) -> AmpPolicy:
@@ -188,7 +190,10 @@ class CudaDevice(Device):
         if not torch.cuda.is_available():
             return False, "torch.cuda.is_available() is False: no NVIDIA GPU or driver visible"
         if self._index() >= torch.cuda.device_count():
-            return False, f"cuda:{self._index()} requested but only {torch.cuda.device_count()} GPU(s) visible"
+            return (
+                False,
+                f"cuda:{self._index()} requested but only {torch.cuda.device_count()} GPU(s) visible",
+            )
         return True, f"{torch.cuda.get_device_name(self._index())} available"
 
     def torch_device(self) -> torch.device:
@@ -221,7 +226,9 @@ class CudaDevice(Device):
         if fraction is not None:
             torch.cuda.set_per_process_memory_fraction(float(fraction), self._index())
         deterministic = bool(self.settings.get("deterministic", False))
-        torch.backends.cudnn.benchmark = bool(self.settings.get("cudnn_benchmark", True)) and not deterministic
+        torch.backends.cudnn.benchmark = (
+            bool(self.settings.get("cudnn_benchmark", True)) and not deterministic
+        )
         in_force = super().apply_settings()
         in_force.update(
             {
@@ -238,7 +245,9 @@ class CudaDevice(Device):
             requested = "bf16" if bf16_ok else "fp16"
         if requested == "bf16":
             if not bf16_ok:
-                return AmpPolicy(True, "float16", True, "bf16 unsupported on this GPU: fp16 with GradScaler")
+                return AmpPolicy(
+                    True, "float16", True, "bf16 unsupported on this GPU: fp16 with GradScaler"
+                )
             return AmpPolicy(True, "bfloat16", False, "bf16 autocast; bf16 needs no GradScaler")
         return AmpPolicy(True, "float16", True, "fp16 autocast with GradScaler")
 
@@ -301,7 +310,10 @@ class MpsDevice(Device):
                 "MPS needs macOS on Apple silicon"
             )
         if not backend.is_available():
-            return False, "torch.backends.mps.is_available() is False: macOS < 12.3 or no Metal device"
+            return (
+                False,
+                "torch.backends.mps.is_available() is False: macOS < 12.3 or no Metal device",
+            )
         return True, "MPS available"
 
     def facts(self) -> dict:
@@ -347,7 +359,9 @@ class MpsDevice(Device):
             requested = "fp16"
         dtype = "bfloat16" if requested == "bf16" else "float16"
         if dtype == "bfloat16":
-            return AmpPolicy(True, dtype, False, "bf16 autocast on MPS (needs macOS 14); no GradScaler")
+            return AmpPolicy(
+                True, dtype, False, "bf16 autocast on MPS (needs macOS 14); no GradScaler"
+            )
         scaler_ok = torch_version_tuple() >= (2, 8)
         reason = (
             "fp16 autocast with GradScaler (MPS GradScaler works from torch 2.8)"
@@ -397,7 +411,9 @@ def get_device(backend: str, settings: dict | None = None) -> Device:
     try:
         return DEVICE_CLASSES[backend](settings)
     except KeyError:
-        raise ValueError(f"unknown device backend {backend!r}; known: {sorted(DEVICE_CLASSES)}") from None
+        raise ValueError(
+            f"unknown device backend {backend!r}; known: {sorted(DEVICE_CLASSES)}"
+        ) from None
 
 
 def cpu_model_name() -> str:
@@ -415,7 +431,10 @@ def cpu_model_name() -> str:
 
         try:
             out = subprocess.run(
-                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True,
+                text=True,
+                timeout=5,
             )
             if out.stdout.strip():
                 return out.stdout.strip()

@@ -12,7 +12,15 @@ from pathlib import Path
 
 from .devices import cpu_model_name
 
-TRACKED_PACKAGES = ("torch", "numpy", "transformers", "tokenizers", "faiss-cpu", "scikit-learn", "snakemake")
+TRACKED_PACKAGES = (
+    "torch",
+    "numpy",
+    "transformers",
+    "tokenizers",
+    "faiss-cpu",
+    "scikit-learn",
+    "snakemake",
+)
 # Variables that change how torch behaves; recorded whenever they are set.
 BEHAVIOUR_VARIABLES = (
     "OMP_NUM_THREADS",

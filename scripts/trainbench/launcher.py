@@ -9,6 +9,7 @@ failed cell is a result: the record says ``failed`` and the rule succeeds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -77,10 +78,8 @@ def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def run_attempt(spec: dict, attempt: int, log) -> dict:
@@ -91,16 +90,34 @@ def run_attempt(spec: dict, attempt: int, log) -> dict:
         spec_path, result_path = tmp / "spec.json", tmp / "result.json"
         stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
         spec_path.write_text(json.dumps(spec))
-        cmd = [sys.executable, "-X", "faulthandler", "-m", "trainbench.child", str(spec_path), str(result_path), str(attempt)]
+        cmd = [
+            sys.executable,
+            "-X",
+            "faulthandler",
+            "-m",
+            "trainbench.child",
+            str(spec_path),
+            str(result_path),
+            str(attempt),
+        ]
         started = time.time()
         t0 = time.perf_counter()
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+            )
             returncode, timed_out, child_rss = _wait(proc, float(spec["launcher"]["timeout_s"]))
         duration = time.perf_counter() - t0
         stderr_full = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
         stdout_full = stdout_path.read_text(errors="replace") if stdout_path.exists() else ""
-        log.write(f"----- attempt {attempt}: exit {returncode}{' (timed out)' if timed_out else ''}, {duration:.1f}s -----\n")
+        log.write(
+            f"----- attempt {attempt}: exit {returncode}{' (timed out)' if timed_out else ''}, {duration:.1f}s -----\n"
+        )
         if stdout_full:
             log.write("[stdout]\n" + stdout_full + ("\n" if not stdout_full.endswith("\n") else ""))
         if stderr_full:
@@ -113,7 +130,7 @@ def run_attempt(spec: dict, attempt: int, log) -> dict:
             except json.JSONDecodeError:
                 child = None
 
-    tail = "\n".join(stderr_full.splitlines()[-int(spec["launcher"]["stderr_tail_lines"]):])
+    tail = "\n".join(stderr_full.splitlines()[-int(spec["launcher"]["stderr_tail_lines"]) :])
     outcome: dict = {
         "attempt": attempt,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),

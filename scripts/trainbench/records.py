@@ -7,6 +7,7 @@ foreign, or of another schema version) is refused with the file named.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -64,7 +65,10 @@ RECORD_SCHEMA: dict[str, Any] = {
         },
         {
             "if": {"properties": {"status": {"const": "failed"}}},
-            "then": {"required": ["error"], "properties": {"error": {"type": "object", "required": ["class"]}}},
+            "then": {
+                "required": ["error"],
+                "properties": {"error": {"type": "object", "required": ["class"]}},
+            },
         },
         {
             "if": {"properties": {"status": {"const": "unavailable"}}},
@@ -102,20 +106,22 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
-    atomic_write_text(path, json.dumps(_json_safe(data), indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(
+        path, json.dumps(_json_safe(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    )
 
 
 def validate_record(record: Any, source: str = "<record>") -> dict:
     if not isinstance(record, dict):
-        raise RecordError(f"{source}: not a trainbench metrics record (top level is {type(record).__name__})")
+        raise RecordError(
+            f"{source}: not a trainbench metrics record (top level is {type(record).__name__})"
+        )
     version = record.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RecordError(

@@ -26,7 +26,16 @@ def latency_summary(seconds: list[float] | np.ndarray) -> dict:
     """n, mean, percentiles and coefficient of variation of per-step times (seconds)."""
     values = np.asarray(seconds, dtype=float)
     if values.size == 0:
-        return {"n": 0, "mean": None, "p50": None, "p90": None, "p99": None, "cv": None, "min": None, "max": None}
+        return {
+            "n": 0,
+            "mean": None,
+            "p50": None,
+            "p90": None,
+            "p99": None,
+            "cv": None,
+            "min": None,
+            "max": None,
+        }
     mean = float(values.mean())
     return {
         "n": int(values.size),
@@ -83,7 +92,10 @@ class StepTimer:
         self.device.synchronize()
         wall = time.perf_counter() - self._t0
         if self.uses_events:
-            steps = [a.elapsed_time(b) / 1000.0 for a, b in zip(self._events, self._events[1:], strict=False)]
+            steps = [
+                a.elapsed_time(b) / 1000.0
+                for a, b in zip(self._events, self._events[1:], strict=False)
+            ]
         else:
             steps = list(np.diff(self._clock))
         return RegionTiming(wall, [float(s) for s in steps])
@@ -101,7 +113,10 @@ def verify_placement(model, optimizer, batch_tensors: dict, expected: str) -> di
     import torch
 
     state_tensors = [
-        v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)
+        v
+        for state in optimizer.state.values()
+        for v in state.values()
+        if isinstance(v, torch.Tensor)
     ]
     # Optimizer "step" counters may live on the CPU by design (capturable=False).
     state_tensors = [t for t in state_tensors if t.dim() > 0]
@@ -110,7 +125,9 @@ def verify_placement(model, optimizer, batch_tensors: dict, expected: str) -> di
         "parameters": _device_types(model.parameters()),
         "buffers": _device_types(model.buffers()),
         "optimizer_state": _device_types(state_tensors),
-        "batch": {name: t.device.type for name, t in batch_tensors.items() if isinstance(t, torch.Tensor)},
+        "batch": {
+            name: t.device.type for name, t in batch_tensors.items() if isinstance(t, torch.Tensor)
+        },
     }
     checks = {
         "parameters_on_device": facts["parameters"] == [expected],
@@ -123,7 +140,9 @@ def verify_placement(model, optimizer, batch_tensors: dict, expected: str) -> di
     return facts
 
 
-FALLBACK_RE = re.compile(r"The operator '([^']+)' is not currently supported on the MPS backend and will fall back")
+FALLBACK_RE = re.compile(
+    r"The operator '([^']+)' is not currently supported on the MPS backend and will fall back"
+)
 AUTOCAST_DISABLED_RE = re.compile(r"autocast.*(not supported|Disabling autocast)", re.IGNORECASE)
 
 

@@ -51,7 +51,10 @@ class TrainingParts:
 
 
 def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
-    return {k: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+    return {
+        k: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
+        for k, v in batch.items()
+    }
 
 
 def _batch_size_of(batch: dict) -> int:
@@ -114,7 +117,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
     if max_steps:
         steps_per_epoch = min(steps_per_epoch, int(max_steps))
     if steps_per_epoch < 1:
-        raise ValueError("the training split yields no full batch at this batch size; lower batch_size or add data")
+        raise ValueError(
+            "the training split yields no full batch at this batch size; lower batch_size or add data"
+        )
 
     n_params = sum(p.numel() for p in model.parameters())
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -206,12 +211,18 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                 verification = verify_placement(model, optimizer, batch, device.type)
                 verification["autocast_requested"] = amp.enabled
                 verification["autocast_enabled_in_region"] = bool(autocast_flag)
-                verification["autocast_output_dtype"] = str(probe.dtype).replace("torch.", "") if probe.dtype else None
+                verification["autocast_output_dtype"] = (
+                    str(probe.dtype).replace("torch.", "") if probe.dtype else None
+                )
                 verification["autocast_active"] = bool(
                     amp.enabled and autocast_flag and probe.dtype == autocast_dtype
                 )
                 if fault == "silent_corruption":
-                    print("Error: command buffer exited with error status. (injected)", file=sys.stderr, flush=True)
+                    print(
+                        "Error: command buffer exited with error status. (injected)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
             if in_timed_region:
                 timer.mark_step()
@@ -237,7 +248,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
 
         mean_loss = float(loss_sum.item()) / steps_per_epoch
         if not math.isfinite(mean_loss):
-            raise NonFiniteLossError(f"training loss is {mean_loss} in epoch {epoch} (device {device})")
+            raise NonFiniteLossError(
+                f"training loss is {mean_loss} in epoch {epoch} (device {device})"
+            )
         sums = {k: float(v.item()) for k, v in stat_sums.items()}
         train_metrics = parts.train_metrics(sums, epoch_samples) if parts.train_metrics else {}
 
@@ -248,7 +261,10 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
         model.eval()
         dev.synchronize()
         eval_t0 = time.perf_counter()
-        with torch.no_grad(), torch.autocast(device_type=device.type, dtype=autocast_dtype, enabled=amp.enabled):
+        with (
+            torch.no_grad(),
+            torch.autocast(device_type=device.type, dtype=autocast_dtype, enabled=amp.enabled),
+        ):
             evaluation = parts.evaluate(model, parts.eval_loader, ctx)
         dev.synchronize()
         eval_seconds = time.perf_counter() - eval_t0
@@ -263,13 +279,17 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                 "timed_steps": epoch_timed["steps"],
                 "timed_samples": epoch_timed["samples"],
                 "timed_seconds": epoch_timed["seconds"],
-                "samples_per_s": (epoch_timed["samples"] / epoch_timed["seconds"]) if epoch_timed["seconds"] else None,
+                "samples_per_s": (epoch_timed["samples"] / epoch_timed["seconds"])
+                if epoch_timed["seconds"]
+                else None,
                 "steps": steps_per_epoch,
                 "samples": epoch_samples,
                 "train_metrics": train_metrics,
                 "eval_seconds": eval_seconds,
                 "eval_samples": evaluation["samples"],
-                "eval_samples_per_s": evaluation["samples"] / eval_seconds if eval_seconds > 0 else None,
+                "eval_samples_per_s": evaluation["samples"] / eval_seconds
+                if eval_seconds > 0
+                else None,
                 "eval_metrics": evaluation["metrics"],
                 "lr": float(optimizer.param_groups[0]["lr"]),
                 **({"extra": epoch_facts} if epoch_facts else {}),
@@ -280,7 +300,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
     metric = parts.primary_metric
     values = [e["eval_metrics"].get(metric) for e in epochs_out]
     scored = [(v, e["epoch"]) for v, e in zip(values, epochs_out, strict=True) if v is not None]
-    best_value, best_epoch = (max(scored) if parts.higher_is_better else min(scored)) if scored else (None, None)
+    best_value, best_epoch = (
+        (max(scored) if parts.higher_is_better else min(scored)) if scored else (None, None)
+    )
     timed_seconds = timed_totals["seconds"]
     fallback = ctx.warnings.fallback_ops if ctx.warnings else []
     verification["cpu_fallback_ops"] = sorted(set(fallback))
@@ -290,7 +312,11 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
 
     return {
         "kind": "training",
-        "model": {"name": parts.model_name, "parameters": n_params, "trainable_parameters": n_trainable},
+        "model": {
+            "name": parts.model_name,
+            "parameters": n_params,
+            "trainable_parameters": n_trainable,
+        },
         "settings": {
             "batch_size": ctx.batch_size,
             "gradient_accumulation": accumulation,
@@ -300,7 +326,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             "warmup_steps": warmup_steps,
             "optimizer": type(optimizer).__name__,
             "optimizer_options": {
-                k: v for k, v in optimizer.defaults.items() if isinstance(v, (int, float, bool, str, type(None)))
+                k: v
+                for k, v in optimizer.defaults.items()
+                if isinstance(v, (int, float, bool, str, type(None)))
             },
             "scheduler": type(parts.scheduler).__name__ if parts.scheduler is not None else None,
             "grad_scaler": scaler is not None,
@@ -323,7 +351,8 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             "seconds": sum(e["eval_seconds"] for e in epochs_out),
             "samples": sum(e["eval_samples"] for e in epochs_out),
             "samples_per_s": (
-                sum(e["eval_samples"] for e in epochs_out) / sum(e["eval_seconds"] for e in epochs_out)
+                sum(e["eval_samples"] for e in epochs_out)
+                / sum(e["eval_seconds"] for e in epochs_out)
                 if sum(e["eval_seconds"] for e in epochs_out) > 0
                 else None
             ),

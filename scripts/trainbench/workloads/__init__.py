@@ -28,7 +28,9 @@ def info(name: str) -> WorkloadInfo:
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise ValueError(f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}") from None
+        raise ValueError(
+            f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}"
+        ) from None
 
 
 def get(name: str) -> ModuleType:

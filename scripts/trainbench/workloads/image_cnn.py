@@ -24,7 +24,13 @@ DATA_FILE = "dataset.npz"
 
 
 class SeedCNN(nn.Module):
-    def __init__(self, in_channels: int = 3, num_classes: int = 10, image_size: int = 32, dropout: float = 0.5):
+    def __init__(
+        self,
+        in_channels: int = 3,
+        num_classes: int = 10,
+        image_size: int = 32,
+        dropout: float = 0.5,
+    ):
         super().__init__()
 
         def block(cin: int, cout: int) -> list[nn.Module]:
@@ -55,7 +61,9 @@ def _resize(images: np.ndarray, size: int) -> np.ndarray:
     if images.shape[-1] == size and images.shape[-2] == size:
         return images
     tensor = torch.from_numpy(np.ascontiguousarray(images))
-    out = torch.nn.functional.interpolate(tensor, size=(size, size), mode="bilinear", align_corners=False)
+    out = torch.nn.functional.interpolate(
+        tensor, size=(size, size), mode="bilinear", align_corners=False
+    )
     return out.numpy()
 
 
@@ -110,11 +118,19 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def load_mnist_idx(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+def load_mnist_idx(
+    folder: Path,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """MNIST from IDX files. Uses the train split when present; otherwise only the
     t10k split exists and the caller splits it."""
-    test_x, test_y = _find(folder, "t10k-images-idx3-ubyte"), _find(folder, "t10k-labels-idx1-ubyte")
-    train_x, train_y = _find(folder, "train-images-idx3-ubyte"), _find(folder, "train-labels-idx1-ubyte")
+    test_x, test_y = (
+        _find(folder, "t10k-images-idx3-ubyte"),
+        _find(folder, "t10k-labels-idx1-ubyte"),
+    )
+    train_x, train_y = (
+        _find(folder, "train-images-idx3-ubyte"),
+        _find(folder, "train-labels-idx1-ubyte"),
+    )
     if test_x is None or test_y is None:
         raise FileNotFoundError(
             f"{folder}: no t10k-images-idx3-ubyte(.gz) and t10k-labels-idx1-ubyte(.gz); "
@@ -158,25 +174,41 @@ def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     n_train, n_test = data.get("n_train"), data.get("n_test")
     if source == "synthetic":
         total = int(n_train) + int(n_test)
-        x, y = synthetic_images(total, data["channels"], size, data["num_classes"], data["noise"], seed)
-        xtr, ytr, xte, yte = x[: int(n_train)], y[: int(n_train)], x[int(n_train) :], y[int(n_train) :]
+        x, y = synthetic_images(
+            total, data["channels"], size, data["num_classes"], data["noise"], seed
+        )
+        xtr, ytr, xte, yte = (
+            x[: int(n_train)],
+            y[: int(n_train)],
+            x[int(n_train) :],
+            y[int(n_train) :],
+        )
     elif source == "digits":
         from sklearn.datasets import load_digits
 
         digits = load_digits()
         x = (digits.images.astype(np.float32) / 16.0)[:, None]
-        xtr, ytr, xte, yte = _split(_resize(x, size), digits.target.astype(np.int64), n_train, n_test, seed)
+        xtr, ytr, xte, yte = _split(
+            _resize(x, size), digits.target.astype(np.int64), n_train, n_test, seed
+        )
     elif source == "mnist_idx":
         tx, ty, vx, vy = load_mnist_idx(Path(data["path"]))
         if vx is None:
             xtr, ytr, xte, yte = _split(tx, ty, n_train, n_test, seed)
         else:
-            xtr, ytr, xte, yte = tx[:n_train] if n_train else tx, ty[:n_train] if n_train else ty, vx, vy
+            xtr, ytr, xte, yte = (
+                tx[:n_train] if n_train else tx,
+                ty[:n_train] if n_train else ty,
+                vx,
+                vy,
+            )
             if n_test:
                 xte, yte = xte[:n_test], yte[:n_test]
         xtr, xte = _resize(xtr, size), _resize(xte, size)
     elif source == "torchvision":
-        xtr, ytr, xte, yte = load_torchvision(data["dataset"], data.get("path") or "results/data/torchvision", data["download"])
+        xtr, ytr, xte, yte = load_torchvision(
+            data["dataset"], data.get("path") or "results/data/torchvision", data["download"]
+        )
         if n_train:
             xtr, ytr = xtr[:n_train], ytr[:n_train]
         if n_test:
@@ -188,7 +220,9 @@ def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".{DATA_FILE}.tmp.npz"
-    np.savez(tmp, x_train=xtr.astype(np.float32), y_train=ytr, x_test=xte.astype(np.float32), y_test=yte)
+    np.savez(
+        tmp, x_train=xtr.astype(np.float32), y_train=ytr, x_test=xte.astype(np.float32), y_test=yte
+    )
     tmp.replace(out_dir / DATA_FILE)
     meta = {
         "source": source,
@@ -224,13 +258,23 @@ def run(ctx: RunContext) -> dict:
     model = build_model(settings, channels, num_classes, image_size).to(ctx.torch_device)
     opt = settings["optimizer"]
     optimizer = torch.optim.Adam(model.parameters(), lr=opt["lr"], weight_decay=opt["weight_decay"])
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=opt["step_size"], gamma=opt["gamma"])
+    scheduler = torch.optim.lr_scheduler.StepLR(
+        optimizer, step_size=opt["step_size"], gamma=opt["gamma"]
+    )
 
     train_loader = make_loader(
-        BatchTensorDataset(image=x_train, label=y_train), ctx.batch_size, True, ctx.generator(1), ctx.loader_kwargs
+        BatchTensorDataset(image=x_train, label=y_train),
+        ctx.batch_size,
+        True,
+        ctx.generator(1),
+        ctx.loader_kwargs,
     )
     eval_loader = make_loader(
-        BatchTensorDataset(image=x_test, label=y_test), ctx.eval_batch_size, False, None, ctx.loader_kwargs
+        BatchTensorDataset(image=x_test, label=y_test),
+        ctx.eval_batch_size,
+        False,
+        None,
+        ctx.loader_kwargs,
     )
     loss_module = nn.CrossEntropyLoss()
 
@@ -250,7 +294,10 @@ def run(ctx: RunContext) -> dict:
             loss_sum += loss_module(logits.float(), batch["label"]) * len(batch["label"])
             correct += (logits.argmax(dim=1) == batch["label"]).sum()
             n += len(batch["label"])
-        return {"metrics": {"accuracy": correct.item() / n, "loss": loss_sum.item() / n}, "samples": n}
+        return {
+            "metrics": {"accuracy": correct.item() / n, "loss": loss_sum.item() / n},
+            "samples": n,
+        }
 
     parts = TrainingParts(
         model=model,

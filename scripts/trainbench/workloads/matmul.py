@@ -70,8 +70,13 @@ def run(ctx: RunContext) -> dict:
     memory = dev.memory_reading(memory_initial)
     return {
         "kind": "microbenchmark",
-        "settings": {"dtype": settings["dtype"], "batch": batch, "sizes": list(settings["sizes"]),
-                     "min_run_time_s": settings["min_run_time_s"], "torch_threads": torch.get_num_threads()},
+        "settings": {
+            "dtype": settings["dtype"],
+            "batch": batch,
+            "sizes": list(settings["sizes"]),
+            "min_run_time_s": settings["min_run_time_s"],
+            "torch_threads": torch.get_num_threads(),
+        },
         "sizes": rows,
         "timing_method": (
             "torch.utils.benchmark.Timer.blocked_autorange with a timer that synchronizes the "

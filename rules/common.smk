@@ -1,0 +1,71 @@
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+# The package lives in scripts/trainbench; the workflow imports it from there so
+# it runs from a plain clone as well as from an installed environment.
+sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
+
+from trainbench import config as tbconfig  # noqa: E402
+from trainbench.workloads import info as workload_info  # noqa: E402
+
+try:
+    tbconfig.validate_config(config)
+except tbconfig.ConfigError as error:
+    raise WorkflowError(str(error)) from None
+
+
+CELLS = tbconfig.expand_matrix(config)
+WORKLOADS = tbconfig.enabled_workloads(config)
+DEVICE_IDS = list(tbconfig.iter_device_ids(config))
+
+
+wildcard_constraints:
+    workload="|".join(WORKLOADS) or "NO_WORKLOAD",
+    device="|".join(DEVICE_IDS),
+    batch_size=r"\d+",
+    rep=r"\d+",
+
+
+def run_records(workload=None):
+    """metrics.json of every cell of the matrix (or of one workload)."""
+    return [
+        f"results/runs/{cell.relpath}/metrics.json"
+        for cell in CELLS
+        if workload is None or cell.workload == workload
+    ]
+
+
+def data_dir(workload):
+    return f"results/data/{workload}"
+
+
+def data_input(wildcards):
+    """A workload that prepares data depends on its shared data artifact."""
+    if workload_info(wildcards.workload).prepares_data:
+        return f"{data_dir(wildcards.workload)}/meta.json"
+    return []
+
+
+def run_spec(wildcards):
+    cell = tbconfig.Cell(
+        wildcards.workload,
+        wildcards.device,
+        int(wildcards.batch_size),
+        int(wildcards.rep),
+    )
+    if cell not in CELLS:
+        raise WorkflowError(
+            f"{cell.relpath} is not a cell of this config's matrix; "
+            "check workloads.<name>.batch_sizes, devices and repeats"
+        )
+    path = (
+        data_dir(cell.workload) if workload_info(cell.workload).prepares_data else None
+    )
+    return tbconfig.cell_spec(config, cell, data_path=path)
+
+
+def gpu_slots(wildcards):
+    """Accelerator cells take the one `gpu` slot (the profile caps it at 1)."""
+    return 0 if wildcards.device.startswith("cpu") else 1

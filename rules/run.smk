@@ -1,0 +1,19 @@
+rule run_cell:
+    """One cell, in its own child process; a crash becomes a `failed` record, not a failed job."""
+    input:
+        data=data_input,
+    output:
+        "results/runs/{workload}/{device}/bs{batch_size}/rep{rep}/metrics.json",
+    log:
+        "results/logs/runs/{workload}/{device}/bs{batch_size}/rep{rep}.log",
+    benchmark:
+        "results/benchmarks/runs/{workload}/{device}/bs{batch_size}/rep{rep}.tsv"
+    conda:
+        "../envs/trainbench.yaml"
+    resources:
+        gpu=gpu_slots,
+        timed_slot=1,
+    params:
+        spec=run_spec,
+    script:
+        "../scripts/run_cell.py"

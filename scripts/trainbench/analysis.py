@@ -1,0 +1,259 @@
+"""Records -> tables (pandas). Every number here is computed from metrics.json files.
+
+``runs.csv`` has one row per record; ``matmul.csv`` one row per record and
+matrix size; ``environments.csv`` one row per distinct machine/software setup.
+The summaries used by the report are computed from these tables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .records import atomic_write_text, read_record
+
+RUN_COLUMNS = [
+    "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
+    "error_class", "error_message", "reason", "attempts", "failed_attempts",
+    "samples_per_s", "eval_samples_per_s", "epoch_seconds_median", "warmup_seconds", "warmup_steps",
+    "step_p50_s", "step_p90_s", "step_cv", "data_wait_per_step_s",
+    "primary_metric", "final_metric", "best_metric", "best_epoch", "final_loss",
+    "memory_initial_bytes", "memory_peak_bytes", "memory_method",
+    "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
+    "host", "cpu_model", "device_name", "torch_version", "git_commit", "config_hash", "record",
+]  # fmt: skip
+
+
+def _get(mapping: Mapping | None, *keys, default=None):
+    value = mapping
+    for key in keys:
+        if not isinstance(value, Mapping) or key not in value:
+            return default
+        value = value[key]
+    return value
+
+
+def run_row(record: dict, source: str) -> dict:
+    cell = record["cell"]
+    result = record.get("result") or {}
+    error = record.get("error") or {}
+    env = record.get("environment") or {}
+    settings = record.get("settings_in_force") or {}
+    epochs = result.get("epochs") or []
+    epoch_seconds = [e["timed_seconds"] for e in epochs if e.get("timed_seconds")]
+    attempts = record.get("attempts") or []
+    return {
+        "workload": cell["workload"],
+        "device": cell["device"],
+        "device_label": record.get("device_label", cell["device"]),
+        "backend": record.get("backend"),
+        "batch_size": cell["batch_size"],
+        "rep": cell["rep"],
+        "status": record["status"],
+        "error_class": error.get("class"),
+        "error_message": error.get("message"),
+        "reason": record.get("reason"),
+        "attempts": len(attempts),
+        "failed_attempts": sum(a.get("status") == "failed" for a in attempts),
+        "samples_per_s": _get(result, "timed", "samples_per_s"),
+        "eval_samples_per_s": _get(result, "eval", "samples_per_s"),
+        "epoch_seconds_median": float(np.median(epoch_seconds)) if epoch_seconds else None,
+        "warmup_seconds": _get(result, "warmup", "seconds"),
+        "warmup_steps": _get(result, "warmup", "steps"),
+        "step_p50_s": _get(result, "step_latency_s", "p50"),
+        "step_p90_s": _get(result, "step_latency_s", "p90"),
+        "step_cv": _get(result, "step_latency_s", "cv"),
+        "data_wait_per_step_s": _get(result, "data_wait", "per_step_mean_s"),
+        "primary_metric": _get(result, "task", "primary_metric"),
+        "final_metric": _get(result, "task", "final"),
+        "best_metric": _get(result, "task", "best"),
+        "best_epoch": _get(result, "task", "best_epoch"),
+        "final_loss": _get(result, "task", "final_loss"),
+        "memory_initial_bytes": _get(result, "memory", "device", "initial_bytes"),
+        "memory_peak_bytes": _get(result, "memory", "device", "peak_bytes"),
+        "memory_method": _get(result, "memory", "device", "method"),
+        "torch_threads": settings.get("torch_threads"),
+        "autocast_dtype": _get(settings, "amp", "dtype"),
+        "grad_scaler": _get(settings, "amp", "scaler"),
+        "all_on_device": _get(result, "verification", "all_on_device"),
+        "autocast_active": _get(result, "verification", "autocast_active"),
+        "cpu_fallback_ops": ";".join(
+            _get(result, "verification", "cpu_fallback_ops", default=[]) or []
+        ),
+        "host": env.get("host"),
+        "cpu_model": env.get("cpu_model"),
+        "device_name": _get(env, "device", "name"),
+        "torch_version": env.get("torch_version"),
+        "git_commit": env.get("git_commit"),
+        "config_hash": env.get("config_hash"),
+        "record": source,
+    }
+
+
+def matmul_rows(record: dict, source: str) -> list[dict]:
+    result = record.get("result") or {}
+    if record["status"] != "ok" or result.get("kind") != "microbenchmark":
+        return []
+    cell = record["cell"]
+    env = record.get("environment") or {}
+    return [
+        {
+            "workload": cell["workload"],
+            "device": cell["device"],
+            "device_label": record.get("device_label", cell["device"]),
+            "batch_size": cell["batch_size"],
+            "rep": cell["rep"],
+            "n": row["n"],
+            "dtype": _get(result, "settings", "dtype"),
+            "median_s": row["median_s"],
+            "iqr_s": row["iqr_s"],
+            "gflops": row["gflops"],
+            "runs": row["runs"],
+            "warmup_s": row["warmup_s"],
+            "torch_threads": _get(result, "settings", "torch_threads"),
+            "host": env.get("host"),
+            "record": source,
+        }
+        for row in result.get("sizes", [])
+    ]
+
+
+def environment_row(record: dict) -> dict:
+    env = record.get("environment") or {}
+    return {
+        "host": env.get("host"),
+        "os": env.get("os"),
+        "cpu_model": env.get("cpu_model"),
+        "logical_cores": env.get("logical_cores"),
+        "device": record["cell"]["device"],
+        "device_name": _get(env, "device", "name"),
+        "python": env.get("python"),
+        "torch": env.get("torch_version"),
+        "packages": ", ".join(
+            f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items()) if k != "torch"
+        ),
+        "git_commit": env.get("git_commit"),
+        "slurm_job_id": env.get("slurm_job_id"),
+    }
+
+
+def load_records(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
+    """Read and validate every record; a bad file stops aggregation, named."""
+    return [(str(path), read_record(path)) for path in paths]
+
+
+def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
+    runs = pd.DataFrame([run_row(r, src) for src, r in records], columns=RUN_COLUMNS)
+    matmul = pd.DataFrame([row for src, r in records for row in matmul_rows(r, src)])
+    env = pd.DataFrame([environment_row(r) for _, r in records if r["status"] != "unavailable"])
+    if not env.empty:
+        env = env.drop_duplicates().sort_values(["host", "device"]).reset_index(drop=True)
+    runs = runs.sort_values(["workload", "device", "batch_size", "rep"]).reset_index(drop=True)
+    return {"runs": runs, "matmul": matmul, "environments": env}
+
+
+def write_tables(
+    record_paths: Iterable[str], outputs: Mapping[str, str]
+) -> dict[str, pd.DataFrame]:
+    tables = build_tables(load_records(record_paths))
+    for name, frame in tables.items():
+        atomic_write_text(outputs[name], frame.to_csv(index=False))
+    return tables
+
+
+def read_table(path: str | os.PathLike) -> pd.DataFrame:
+    """A table written by write_tables; an empty table has no columns in CSV."""
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+def baseline_device(runs: pd.DataFrame, requested: str | None = None) -> str | None:
+    """The device speedups are relative to: as configured, else the first CPU device
+    with ok runs (with several thread counts, the one with the most threads)."""
+    if requested:
+        return requested
+    ok = runs[(runs["status"] == "ok") & (runs["backend"] == "cpu")]
+    if ok.empty:
+        return None
+    threads = ok.groupby("device")["torch_threads"].max().sort_values(ascending=False)
+    return str(threads.index[0])
+
+
+def throughput_summary(runs: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
+    """Median training/eval throughput over ok repeats per workload x device x batch size,
+    and the speedup vs the baseline device (ratio of medians)."""
+    ok = runs[(runs["status"] == "ok") & runs["samples_per_s"].notna()]
+    if ok.empty:
+        return pd.DataFrame()
+    grouped = ok.groupby(["workload", "device", "batch_size"])
+    summary = grouped.agg(
+        repeats=("rep", "count"),
+        samples_per_s=("samples_per_s", "median"),
+        samples_per_s_min=("samples_per_s", "min"),
+        samples_per_s_max=("samples_per_s", "max"),
+        eval_samples_per_s=("eval_samples_per_s", "median"),
+        epoch_seconds=("epoch_seconds_median", "median"),
+        step_cv=("step_cv", "median"),
+        final_metric=("final_metric", "median"),
+        primary_metric=("primary_metric", "first"),
+        peak_memory_bytes=("memory_peak_bytes", "median"),
+    ).reset_index()
+    if baseline is not None:
+        base = summary[summary["device"] == baseline][
+            ["workload", "batch_size", "samples_per_s", "eval_samples_per_s"]
+        ]
+        base = base.rename(
+            columns={"samples_per_s": "_base_train", "eval_samples_per_s": "_base_eval"}
+        )
+        summary = summary.merge(base, on=["workload", "batch_size"], how="left")
+        summary["speedup"] = summary["samples_per_s"] / summary["_base_train"]
+        summary["eval_speedup"] = summary["eval_samples_per_s"] / summary["_base_eval"]
+        summary = summary.drop(columns=["_base_train", "_base_eval"])
+    return summary
+
+
+def matmul_summary(matmul: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
+    if matmul.empty:
+        return matmul
+    summary = (
+        matmul.groupby(["device", "batch_size", "n"])
+        .agg(repeats=("rep", "count"), gflops=("gflops", "median"), median_s=("median_s", "median"))
+        .reset_index()
+    )
+    if baseline is not None:
+        base = summary[summary["device"] == baseline][["batch_size", "n", "median_s"]].rename(
+            columns={"median_s": "_base"}
+        )
+        summary = summary.merge(base, on=["batch_size", "n"], how="left")
+        summary["speedup"] = summary["_base"] / summary["median_s"]
+        summary = summary.drop(columns=["_base"])
+    return summary
+
+
+def cells_needing_attention(runs: pd.DataFrame) -> pd.DataFrame:
+    """Failed and unavailable cells, one row per (workload, device, status, class, reason)."""
+    bad = runs[runs["status"] != "ok"].copy()
+    if bad.empty:
+        return bad
+    bad["detail"] = bad["error_message"].fillna(bad["reason"]).fillna("")
+    return (
+        bad.groupby(["workload", "device", "status", "error_class", "detail"], dropna=False)
+        .agg(
+            cells=("rep", "count"),
+            batch_sizes=("batch_size", lambda s: ", ".join(map(str, sorted(set(s))))),
+        )
+        .reset_index()
+    )
+
+
+def write_markdown_table(frame: pd.DataFrame, path: str | Path) -> None:
+    atomic_write_text(path, frame.to_markdown(index=False) + "\n")
