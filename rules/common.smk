@@ -16,6 +16,9 @@ except tbconfig.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 
+# Paths inside the workflow's own tree (not the working directory).
+TEMPLATES = Path(workflow.basedir) / "scripts" / "trainbench" / "templates"
+
 CELLS = tbconfig.expand_matrix(config)
 WORKLOADS = tbconfig.enabled_workloads(config)
 DEVICE_IDS = list(tbconfig.iter_device_ids(config))

@@ -4,7 +4,7 @@ rule report:
         runs="results/tables/runs.csv",
         matmul="results/tables/matmul.csv",
         environments="results/tables/environments.csv",
-        template="scripts/trainbench/templates/report.md.j2",
+        template=str(TEMPLATES / "report.md.j2"),
     output:
         "results/report.md",
     log:

@@ -1,0 +1,32 @@
+# Two entry points for a fresh clone:
+#   make report   set up .venv and run the default matrix -> results/report.md
+#   make test     set up .venv (with test tools) and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.trainbench-installed
+
+.PHONY: setup report test lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+report: $(STAMP)
+	$(BIN)/snakemake --cores 1 results/report.md
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check .
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf results/* .snakemake
