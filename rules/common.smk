@@ -72,3 +72,13 @@ def run_spec(wildcards):
 def gpu_slots(wildcards):
     """Accelerator cells take the one `gpu` slot (the profile caps it at 1)."""
     return 0 if wildcards.device.startswith("cpu") else 1
+
+
+def cell_threads(wildcards):
+    """Cores a cell occupies: its configured CPU thread count, else the whole
+    machine (PyTorch's default uses every core; accelerator cells feed the GPU
+    from one core). The launcher, not Snakemake, sets the child's thread count."""
+    variant = tbconfig.find_variant(config, wildcards.device)
+    if variant.backend != "cpu":
+        return 1
+    return variant.threads or workflow.cores

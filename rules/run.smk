@@ -13,6 +13,7 @@ rule run_cell:
     resources:
         gpu=gpu_slots,
         timed_slot=1,
+    threads: cell_threads
     params:
         spec=run_spec,
     script:

@@ -342,8 +342,10 @@ class MpsDevice(Device):
         fraction = self.settings.get("memory_fraction")
         applied = None
         if fraction is not None and _mps_fn("set_per_process_memory_fraction") is not None:
-            _mps_call("set_per_process_memory_fraction", float(fraction))
-            applied = float(fraction)
+            # Only report the fraction as in force when the call did not fail.
+            refused = object()
+            outcome = _mps_call("set_per_process_memory_fraction", float(fraction), default=refused)
+            applied = None if outcome is refused else float(fraction)
         in_force = super().apply_settings()
         in_force.update(
             {

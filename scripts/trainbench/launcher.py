@@ -21,16 +21,30 @@ from pathlib import Path
 
 from .classify import classify, find_silent_corruption, signal_name
 from .config import FAULTS_ENV
-from .environment import git_commit, host_facts
+from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
 from .records import SCHEMA_VERSION, write_record
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
 TERM_GRACE_S = 5.0
 
 
+# Thread-count variables a parent may leave behind. Snakemake sets them to the
+# job's `threads` (1 under --cores 1), which would silently make every CPU cell
+# single-threaded. A cell's thread count comes from its config alone.
+INHERITED_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+)
+
+
 def child_environment(spec: dict) -> tuple[dict, dict]:
-    """The child's environment: ours, plus the variables the config asks for.
-    Returns (full environment, the overrides alone, for the record)."""
+    """The child's environment: ours without inherited thread limits, plus the
+    variables the config asks for. Returns (full environment, the overrides alone,
+    for the record)."""
     backend = spec["backend"]
     settings = spec["device_settings"]
     overrides = {str(k): str(v) for k, v in (settings.get("env") or {}).items()}
@@ -39,7 +53,7 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
             overrides["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"
         if settings.get("high_watermark_ratio") is not None:
             overrides["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = str(settings["high_watermark_ratio"])
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in INHERITED_THREAD_VARIABLES}
     env.update(overrides)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS_DIR), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
@@ -227,6 +241,11 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     environment["seed"] = spec.get("seed")
     environment["run_seed"] = spec.get("run_seed")
     environment["env_overrides"] = overrides
+    child_env, _ = child_environment(spec)
+    environment["behaviour_variables"] = {k: child_env[k] for k in BEHAVIOUR_VARIABLES if k in child_env}
+    environment["inherited_thread_variables_removed"] = {
+        k: os.environ[k] for k in INHERITED_THREAD_VARIABLES if k in os.environ and k not in overrides
+    }
     backend = spec["backend"]
     label = spec["cell"]["device"]
     if child.get("fallback"):

@@ -1,0 +1,109 @@
+"""Helpers shared by the launcher and workflow tests (no fixtures: plain functions)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+# The tracked files a workflow run needs; everything else (results/, .snakemake/,
+# the virtual environment, caches) stays behind.
+WORKFLOW_FILES = ("Snakefile", "config.yaml")
+WORKFLOW_DIRS = ("rules", "scripts", "profiles", "envs")
+FAULTS_ENV = "TRAINBENCH_ALLOW_FAULTS"
+
+
+def tiny_config(**overrides) -> dict:
+    """A config small enough to run every cell in a few seconds on two cores.
+
+    Not yet validated: pass it (or a deep copy) to trainbench.config.validate_config,
+    which fills in the schema defaults. Top-level keys in ``overrides`` replace
+    the defaults here."""
+    config = {
+        "seed": 0,
+        "repeats": 1,
+        "devices": ["cpu", "cuda"],
+        "launcher": {"max_attempts": 1, "timeout_s": 120, "progress": "never"},
+        "device_settings": {"cpu": {"threads": None}},
+        "workloads": {
+            "image_cnn": {
+                "batch_sizes": [32],
+                "epochs": 1,
+                "warmup_steps": 1,
+                "data": {"source": "synthetic", "n_train": 128, "n_test": 64, "image_size": 16},
+            },
+            "matmul": {"sizes": [16, 32], "min_run_time_s": 0.01},
+        },
+    }
+    config.update(copy.deepcopy(overrides))
+    return config
+
+
+def write_config(path: str | os.PathLike, config: dict) -> Path:
+    path = Path(path)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def copy_workflow(dst: str | os.PathLike) -> Path:
+    """Copy the workflow's own files into ``dst`` (created if needed)."""
+    dst = Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_FILES:
+        shutil.copy2(REPO / name, dst / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
+    for name in WORKFLOW_DIRS:
+        shutil.copytree(REPO / name, dst / name, ignore=ignore, dirs_exist_ok=True)
+    return dst
+
+
+def run_snakemake(
+    workdir: str | os.PathLike,
+    *args: str,
+    timeout: float = 300,
+    allow_faults: bool = False,
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ``python -m snakemake ARGS`` in ``workdir``; never raises on a non-zero exit.
+
+    TRAINBENCH_ALLOW_FAULTS is removed from the environment unless ``allow_faults``,
+    so only the config can switch fault injection on. The copied tree's own
+    ``scripts/`` goes first on PYTHONPATH, so the rule scripts and the cell
+    processes import the copy's trainbench, not the installed one. ``env`` adds
+    or overrides further variables."""
+    full_env = dict(os.environ)
+    full_env.pop(FAULTS_ENV, None)
+    if allow_faults:
+        full_env[FAULTS_ENV] = "1"
+    scripts = str(Path(workdir) / "scripts")
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def backend_available(backend: str) -> bool:
+    """Whether torch can use ``backend`` here (decides if a cell should be ok or unavailable)."""
+    if backend == "cpu":
+        return True
+    import torch
+
+    if backend == "cuda":
+        return bool(torch.cuda.is_available())
+    if backend == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        return bool(mps is not None and mps.is_available())
+    raise ValueError(backend)

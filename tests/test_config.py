@@ -1,0 +1,366 @@
+"""Config schema, user-facing error messages, and the benchmark matrix."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import pytest
+import yaml
+from trainbench.config import (
+    Cell,
+    ConfigError,
+    cell_spec,
+    device_variants,
+    expand_matrix,
+    faults_for,
+    find_variant,
+    validate_config,
+)
+
+
+def test_repo_config_validates(repo_root):
+    with open(repo_root / "config.yaml") as fh:
+        config = yaml.safe_load(fh)
+    validated = validate_config(config)
+    assert set(validated["workloads"]) == {"image_cnn", "matmul"}
+    assert validated["device_settings"]["mps"]["memory_fraction"] == 0.8
+    assert expand_matrix(validated)
+
+
+def test_full_config_validates_if_present(repo_root):
+    path = repo_root / "configs" / "full.yaml"
+    if not path.exists():
+        pytest.skip("configs/full.yaml is absent")
+    with open(path) as fh:
+        config = yaml.safe_load(fh)
+    try:
+        validate_config(config)
+    except ConfigError as exc:
+        # Only a missing optional package / data folder is acceptable here.
+        assert "torchvision" in str(exc) or "does not exist" in str(exc), str(exc)
+
+
+def test_defaults_are_filled(schema_defaults_config):
+    config = validate_config(schema_defaults_config)
+    ds = config["device_settings"]
+    assert ds["mps"]["memory_fraction"] == 0.8
+    assert ds["mps"]["autocast"] == "fp16"
+    assert ds["cpu"]["num_workers"] == 0
+    assert ds["cpu"]["autocast"] == "off"
+    assert ds["cpu"]["threads"] is None
+    assert ds["cuda"]["pin_memory"] is True
+    assert ds["cuda"]["autocast"] == "auto"
+    assert ds["cuda"]["deterministic"] is False  # from the shared allOf branch
+    assert config["launcher"]["max_attempts"] == 2
+    assert config["launcher"]["allow_fault_injection"] is False
+    assert config["fault_injection"] == []
+    cnn = config["workloads"]["image_cnn"]
+    assert cnn["gradient_accumulation"] == 1
+    assert cnn["optimizer"]["lr"] == 0.001
+    assert cnn["data"]["channels"] == 3
+    assert cnn["data"]["n_train"] == 64  # given values are kept
+    matmul = config["workloads"]["matmul"]
+    assert matmul["batch_sizes"] == [1]
+    assert matmul["sizes"] == [16, 32]
+    assert matmul["dtype"] == "float32"
+
+
+def test_defaults_do_not_leak_between_configs(schema_defaults_config):
+    a = validate_config(copy.deepcopy(schema_defaults_config))
+    a["launcher"]["retry_on"].append("oom")
+    b = validate_config(copy.deepcopy(schema_defaults_config))
+    assert "oom" not in b["launcher"]["retry_on"]
+
+
+def _set(config: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = config
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+
+
+BAD_CONFIGS = [
+    # (id, dotted key, value, fragments the message must contain)
+    ("unknown-workload", "workloads.resnet", {}, ["`resnet`", "workloads", "image_cnn", "matmul"]),
+    ("unknown-device", "devices", ["cpu", "tpu"], ["devices[1]", "'tpu'", "cpu, mps, cuda"]),
+    (
+        "workload-device",
+        "workloads.matmul.devices",
+        ["tpu"],
+        ["workloads.matmul.devices[0]", "'tpu'", "cpu, mps, cuda"],
+    ),
+    ("batch-size-zero", "workloads.image_cnn.batch_sizes", [0], ["batch_sizes[0]", "at least 1"]),
+    (
+        "batch-size-negative",
+        "workloads.image_cnn.batch_sizes",
+        [8, -4],
+        ["batch_sizes[1]", "-4", "at least 1"],
+    ),
+    ("epochs-string", "workloads.image_cnn.epochs", "2", ["workloads.image_cnn.epochs", "integer"]),
+    ("unknown-top-level", "colour", "blue", ["`colour`", "top level", "workloads"]),
+    (
+        "unknown-nested",
+        "device_settings.cpu.thread",
+        4,
+        ["`thread`", "device_settings.cpu", "threads"],
+    ),
+    ("unknown-launcher-key", "launcher.retries", 3, ["`retries`", "launcher", "max_attempts"]),
+    (
+        "bad-autocast",
+        "device_settings.cuda.autocast",
+        "fp8",
+        ["device_settings.cuda.autocast", "'fp8'", "off, auto, fp16, bf16"],
+    ),
+    (
+        "bad-progress",
+        "launcher.progress",
+        "sometimes",
+        ["launcher.progress", "auto, always, never"],
+    ),
+    ("zero-repeats", "repeats", 0, ["`repeats`", "at least 1"]),
+    ("zero-timeout", "launcher.timeout_s", 0, ["launcher.timeout_s", "greater than 0"]),
+    (
+        "mps-fraction-too-big",
+        "device_settings.mps.memory_fraction",
+        3.0,
+        ["device_settings.mps.memory_fraction", "at most 2"],
+    ),
+    ("threads-zero", "device_settings.cpu.threads", 0, ["device_settings.cpu.threads"]),
+    ("empty-devices", "devices", [], ["`devices`", "empty"]),
+    ("empty-workloads", "workloads", {}, ["`workloads`", "empty"]),
+    (
+        "workload-device-not-top-level",
+        "workloads.matmul.devices",
+        ["cuda"],
+        ["workloads.matmul.devices", "'cuda'", "not in the top-level"],
+    ),
+    (
+        "mnist-path-missing",
+        "workloads.image_cnn.data",
+        {"source": "mnist_idx", "path": "/nonexistent/trainbench/mnist"},
+        ["workloads.image_cnn.data.path", "/nonexistent/trainbench/mnist", "does not exist"],
+    ),
+    (
+        "mnist-path-unset",
+        "workloads.image_cnn.data",
+        {"source": "mnist_idx"},
+        ["workloads.image_cnn.data.path", "required"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "key, value, fragments", [b[1:] for b in BAD_CONFIGS], ids=[b[0] for b in BAD_CONFIGS]
+)
+def test_bad_config_names_key(schema_defaults_config, key, value, fragments):
+    _set(schema_defaults_config, key, value)
+    with pytest.raises(ConfigError) as info:
+        validate_config(schema_defaults_config)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    assert "Traceback" not in message
+
+
+def test_missing_workloads_is_reported(schema_defaults_config):
+    del schema_defaults_config["workloads"]
+    with pytest.raises(ConfigError, match="'workloads' is a required property"):
+        validate_config(schema_defaults_config)
+
+
+def test_every_problem_is_reported_at_once(schema_defaults_config):
+    schema_defaults_config["devices"] = ["tpu"]
+    schema_defaults_config["workloads"]["image_cnn"]["epochs"] = "2"
+    with pytest.raises(ConfigError) as info:
+        validate_config(schema_defaults_config)
+    assert "'tpu'" in str(info.value)
+    assert "epochs" in str(info.value)
+
+
+def test_mnist_idx_existing_path_is_accepted(schema_defaults_config, tmp_path):
+    schema_defaults_config["workloads"]["image_cnn"]["data"] = {
+        "source": "mnist_idx",
+        "path": str(tmp_path),
+    }
+    validate_config(schema_defaults_config)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is not None, reason="torchvision is installed"
+)
+def test_torchvision_source_without_torchvision(schema_defaults_config):
+    schema_defaults_config["workloads"]["image_cnn"]["data"] = {"source": "torchvision"}
+    with pytest.raises(ConfigError) as info:
+        validate_config(schema_defaults_config)
+    message = str(info.value)
+    assert "workloads.image_cnn.data.source" in message
+    assert "torchvision is not installed" in message
+
+
+FAULT = {"workload": "image_cnn", "device": "cpu", "fault": "exception"}
+
+
+def test_fault_injection_refused_without_permission(schema_defaults_config, monkeypatch):
+    monkeypatch.delenv("TRAINBENCH_ALLOW_FAULTS", raising=False)
+    schema_defaults_config["fault_injection"] = [dict(FAULT)]
+    with pytest.raises(ConfigError) as info:
+        validate_config(schema_defaults_config)
+    assert "fault_injection" in str(info.value)
+    assert "launcher.allow_fault_injection" in str(info.value)
+
+
+def test_fault_injection_allowed_by_launcher_or_env(schema_defaults_config, monkeypatch):
+    monkeypatch.delenv("TRAINBENCH_ALLOW_FAULTS", raising=False)
+    allowed = copy.deepcopy(schema_defaults_config)
+    allowed["fault_injection"] = [dict(FAULT)]
+    allowed["launcher"] = {"allow_fault_injection": True}
+    validate_config(allowed)
+
+    monkeypatch.setenv("TRAINBENCH_ALLOW_FAULTS", "1")
+    by_env = copy.deepcopy(schema_defaults_config)
+    by_env["fault_injection"] = [dict(FAULT)]
+    validate_config(by_env)
+
+
+def test_fault_injection_unknown_fault_and_workload(schema_defaults_config, monkeypatch):
+    monkeypatch.setenv("TRAINBENCH_ALLOW_FAULTS", "1")
+    bad_fault = copy.deepcopy(schema_defaults_config)
+    bad_fault["fault_injection"] = [dict(FAULT, fault="meltdown")]
+    with pytest.raises(ConfigError, match=r"fault_injection\[0\]\.fault.*sigabrt"):
+        validate_config(bad_fault)
+    bad_workload = copy.deepcopy(schema_defaults_config)
+    bad_workload["fault_injection"] = [dict(FAULT, workload="nope")]
+    with pytest.raises(ConfigError, match=r"fault_injection\[0\]\.workload.*'nope'"):
+        validate_config(bad_workload)
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+
+def test_yaml_autocast_off_is_normalised(schema_defaults_config):
+    loaded = yaml.safe_load("cpu:\n  autocast: off\nmps:\n  autocast: off\n")
+    assert loaded["cpu"]["autocast"] is False  # YAML 1.1: off is a boolean
+    schema_defaults_config["device_settings"] = loaded
+    config = validate_config(schema_defaults_config)
+    assert config["device_settings"]["cpu"]["autocast"] == "off"
+    assert config["device_settings"]["mps"]["autocast"] == "off"
+    assert config["device_settings"]["cuda"]["autocast"] == "auto"
+
+
+# ----------------------------------------------------------------------------- matrix
+
+
+def _matrix_config(base: dict, devices: list[str], repeats: int) -> dict:
+    config = copy.deepcopy(base)
+    config["devices"] = devices
+    config["repeats"] = repeats
+    config["workloads"]["image_cnn"]["batch_sizes"] = [8, 16]
+    config["workloads"]["matmul"]["batch_sizes"] = [1, 4]
+    return validate_config(config)
+
+
+@pytest.mark.parametrize(
+    "devices, repeats", [(["cpu"], 1), (["cpu", "mps"], 2), (["cpu", "mps", "cuda"], 3)]
+)
+def test_expand_matrix_count(schema_defaults_config, devices, repeats):
+    config = _matrix_config(schema_defaults_config, devices, repeats)
+    cells = expand_matrix(config)
+    assert len(cells) == 2 * len(devices) * 2 * repeats
+    assert len(set(cells)) == len(cells)
+    assert cells == sorted(cells)
+    assert {c.rep for c in cells} == set(range(repeats))
+    assert {c.device for c in cells} == set(devices)
+
+
+def test_expand_matrix_uses_device_default_batch_size(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["devices"] = ["cpu", "mps"]
+    del config["workloads"]["image_cnn"]["batch_sizes"]
+    config = validate_config(config)
+    sizes = {c.device: c.batch_size for c in expand_matrix(config) if c.workload == "image_cnn"}
+    assert sizes == {"cpu": 16, "mps": 64}
+
+
+def test_expand_matrix_respects_enabled_and_workload_devices(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["devices"] = ["cpu", "cuda"]
+    config["workloads"]["matmul"]["enabled"] = False
+    config["workloads"]["image_cnn"]["devices"] = ["cuda"]
+    cells = expand_matrix(validate_config(config))
+    assert {(c.workload, c.device) for c in cells} == {("image_cnn", "cuda")}
+
+
+def test_cpu_thread_list_makes_one_device_per_count(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["device_settings"] = {"cpu": {"threads": [1, 2]}}
+    config = validate_config(config)
+    variants = device_variants(config)
+    assert [(v.id, v.backend, v.threads) for v in variants] == [
+        ("cpu-t1", "cpu", 1),
+        ("cpu-t2", "cpu", 2),
+    ]
+    cells = expand_matrix(config)
+    assert {c.device for c in cells} == {"cpu-t1", "cpu-t2"}
+    spec = cell_spec(config, Cell("image_cnn", "cpu-t2", 8, 0))
+    assert spec["backend"] == "cpu"
+    assert spec["device_settings"]["threads"] == 2
+    with pytest.raises(ConfigError, match="'cpu'"):
+        find_variant(config, "cpu")
+
+
+@pytest.mark.parametrize("threads, threads_in_spec", [(4, 4), ([4], 4), (None, None)])
+def test_single_cpu_thread_setting_keeps_plain_cpu(
+    schema_defaults_config, threads, threads_in_spec
+):
+    config = copy.deepcopy(schema_defaults_config)
+    config["device_settings"] = {"cpu": {"threads": threads}}
+    config = validate_config(config)
+    assert [v.id for v in device_variants(config)] == ["cpu"]
+    spec = cell_spec(config, Cell("image_cnn", "cpu", 8, 0))
+    assert spec["device_settings"]["threads"] == threads_in_spec
+
+
+def test_cell_spec_and_config_hash(schema_defaults_config):
+    config = validate_config(copy.deepcopy(schema_defaults_config))
+    rep0 = cell_spec(config, Cell("image_cnn", "cpu", 8, 0))
+    rep1 = cell_spec(config, Cell("image_cnn", "cpu", 8, 1))
+    assert rep0["config_hash"] == rep1["config_hash"]
+    assert rep0["run_seed"] == config["seed"] + 0
+    assert rep1["run_seed"] == config["seed"] + 1
+    assert rep0["cell"]["rep"] == 0 and rep1["cell"]["rep"] == 1
+
+    other_bs = cell_spec(config, Cell("image_cnn", "cpu", 16, 0))
+    assert other_bs["config_hash"] != rep0["config_hash"]
+
+    changed = copy.deepcopy(schema_defaults_config)
+    changed["workloads"]["image_cnn"]["epochs"] = 3
+    changed = validate_config(changed)
+    assert cell_spec(changed, Cell("image_cnn", "cpu", 8, 0))["config_hash"] != rep0["config_hash"]
+
+    device_changed = copy.deepcopy(schema_defaults_config)
+    device_changed["device_settings"] = {"cpu": {"num_workers": 1}}
+    device_changed = validate_config(device_changed)
+    assert (
+        cell_spec(device_changed, Cell("image_cnn", "cpu", 8, 0))["config_hash"]
+        != rep0["config_hash"]
+    )
+
+
+def test_cell_spec_workload_timeout_overrides_launcher(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["workloads"]["matmul"]["timeout_s"] = 42
+    config = validate_config(config)
+    assert cell_spec(config, Cell("matmul", "cpu", 1, 0))["launcher"]["timeout_s"] == 42
+    assert cell_spec(config, Cell("image_cnn", "cpu", 8, 0))["launcher"]["timeout_s"] == 1800
+
+
+def test_faults_for_matches_cell(schema_defaults_config, monkeypatch):
+    monkeypatch.setenv("TRAINBENCH_ALLOW_FAULTS", "1")
+    config = copy.deepcopy(schema_defaults_config)
+    config["fault_injection"] = [dict(FAULT, rep=1), dict(FAULT, batch_size=99)]
+    config = validate_config(config)
+    assert faults_for(config, Cell("image_cnn", "cpu", 8, 0)) == []
+    assert faults_for(config, Cell("image_cnn", "cpu", 8, 1)) == [dict(FAULT, rep=1)]
+    assert len(faults_for(config, Cell("image_cnn", "cpu", 99, 1))) == 2

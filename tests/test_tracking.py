@@ -1,0 +1,390 @@
+"""Trackers and the training loop: sync discipline, warm-up exclusion, latency maths."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from trainbench.context import RunContext
+from trainbench.devices import AmpPolicy, CpuDevice
+from trainbench.tracking import (
+    StepTimer,
+    capture_warnings,
+    latency_summary,
+    verify_placement,
+)
+from trainbench.training import NonFiniteLossError, TrainingParts, run_training
+
+
+class FakeDevice(CpuDevice):
+    """A CPU device that counts synchronize() calls."""
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self.syncs = 0
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+
+
+class FakeEvent:
+    def __init__(self, clock: list[float]):
+        self._clock = clock
+        self.t_ms: float | None = None
+
+    def record(self) -> None:
+        self.t_ms = self._clock.pop(0)
+
+    def elapsed_time(self, other: FakeEvent) -> float:
+        return other.t_ms - self.t_ms
+
+
+class FakeEventDevice(FakeDevice):
+    """Timing events whose recorded times (ms) come from a fixed list."""
+
+    backend = "fakeaccel"
+
+    def __init__(self, times_ms: list[float]):
+        super().__init__()
+        self.clock = list(times_ms)
+        self.events_made = 0
+
+    def make_event(self):
+        self.events_made += 1
+        return FakeEvent(self.clock)
+
+
+# ----------------------------------------------------------------------------- StepTimer
+
+
+@pytest.mark.parametrize("steps", [0, 1, 5, 40])
+def test_step_timer_syncs_only_at_region_edges(steps):
+    device = FakeDevice()
+    timer = StepTimer(device)
+    assert not timer.uses_events
+    timer.start()
+    assert device.syncs == 1
+    for _ in range(steps):
+        timer.mark_step()
+    assert device.syncs == 1  # mark_step never syncs
+    region = timer.stop()
+    assert device.syncs == 2
+    assert len(region.step_seconds) == steps
+    assert all(s >= 0 for s in region.step_seconds)
+    assert region.wall_seconds >= sum(region.step_seconds) - 1e-9
+
+
+def test_step_timer_reuse_starts_a_fresh_region():
+    device = FakeDevice()
+    timer = StepTimer(device)
+    timer.start()
+    for _ in range(3):
+        timer.mark_step()
+    timer.stop()
+    timer.start()
+    timer.mark_step()
+    assert len(timer.stop().step_seconds) == 1
+    assert device.syncs == 4
+
+
+def test_step_timer_uses_device_events():
+    # One event from the probe in __init__ (never recorded), then start + 3 steps.
+    device = FakeEventDevice([0.0, 5.0, 15.0, 45.0])
+    timer = StepTimer(device)
+    assert timer.uses_events
+    assert "events" in timer.method
+    timer.start()
+    for _ in range(3):
+        timer.mark_step()
+    region = timer.stop()
+    assert region.step_seconds == pytest.approx([0.005, 0.010, 0.030])
+    assert device.syncs == 2
+    assert device.clock == []  # every step recorded exactly one event
+
+
+# ----------------------------------------------------------------------------- latency_summary
+
+
+def test_latency_summary_matches_numpy():
+    values = [0.010, 0.012, 0.011, 0.030, 0.009, 0.010, 0.013, 0.011]
+    arr = np.array(values)
+    summary = latency_summary(values)
+    assert summary["n"] == 8
+    assert summary["mean"] == pytest.approx(arr.mean())
+    assert summary["p50"] == pytest.approx(np.percentile(arr, 50))
+    assert summary["p90"] == pytest.approx(np.percentile(arr, 90))
+    assert summary["p99"] == pytest.approx(np.percentile(arr, 99))
+    assert summary["cv"] == pytest.approx(arr.std(ddof=1) / arr.mean())
+    assert summary["min"] == 0.009
+    assert summary["max"] == 0.030
+
+
+def test_latency_summary_hand_computed():
+    summary = latency_summary([1.0, 2.0, 3.0, 4.0])
+    assert summary["mean"] == 2.5
+    assert summary["p50"] == 2.5
+    # sample std of 1..4 is sqrt(5/3)
+    assert summary["cv"] == pytest.approx(math.sqrt(5 / 3) / 2.5)
+
+
+def test_latency_summary_edge_cases():
+    empty = latency_summary([])
+    assert empty["n"] == 0 and empty["mean"] is None and empty["cv"] is None
+    single = latency_summary([0.5])
+    assert single["n"] == 1 and single["cv"] == 0.0 and single["p99"] == 0.5
+
+
+# ----------------------------------------------------------------------------- run_training
+
+
+def _spec(
+    steps: int,
+    epochs: int = 1,
+    warmup: int = 2,
+    accumulation: int = 1,
+    batch_size: int = 4,
+) -> dict:
+    return {
+        "cell": {"workload": "tiny", "device": "cpu", "batch_size": batch_size, "rep": 0},
+        "workload_settings": {
+            "epochs": epochs,
+            "warmup_steps": warmup,
+            "gradient_accumulation": accumulation,
+            "max_steps_per_epoch": steps,
+            "eval_batch_size": None,
+        },
+        "launcher": {"progress": "never"},
+        "run_seed": 0,
+    }
+
+
+def _context(spec: dict, device: CpuDevice, fault: str | None = None) -> RunContext:
+    return RunContext(
+        spec=spec,
+        device=device,
+        torch_device=torch.device("cpu"),
+        amp=AmpPolicy(False, None, False, "off for the test"),
+        settings_in_force={},
+        fault=fault,
+    )
+
+
+def _parts(
+    n_batches: int,
+    batch_size: int = 4,
+    nan: bool = False,
+    optimizer_steps: list | None = None,
+) -> TrainingParts:
+    gen = torch.Generator().manual_seed(0)
+    batches = [
+        {"x": torch.randn(batch_size, 3, generator=gen), "y": torch.randn(batch_size, 1)}
+        for _ in range(n_batches)
+    ]
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if optimizer_steps is not None:
+        original_step = optimizer.step
+
+        def counting_step(*args, **kwargs):
+            optimizer_steps.append(1)
+            return original_step(*args, **kwargs)
+
+        optimizer.step = counting_step
+
+    def loss_fn(model, batch):
+        loss = nn.functional.mse_loss(model(batch["x"]), batch["y"])
+        if nan:
+            loss = loss * float("nan")
+        return loss, {"abs_err": (model(batch["x"]) - batch["y"]).abs().sum()}
+
+    def evaluate(model, loader, ctx):
+        return {"metrics": {"mse": 0.5}, "samples": 8}
+
+    return TrainingParts(
+        model=model,
+        optimizer=optimizer,
+        train_loader=batches,
+        eval_loader=batches[:2],
+        loss_fn=loss_fn,
+        evaluate=evaluate,
+        primary_metric="mse",
+        higher_is_better=False,
+        model_name="linear",
+    )
+
+
+def _run(steps: int, epochs: int = 1, warmup: int = 2, accumulation: int = 1, **parts_kwargs):
+    device = FakeDevice()
+    spec = _spec(steps, epochs=epochs, warmup=warmup, accumulation=accumulation)
+    result = run_training(_parts(steps, **parts_kwargs), _context(spec, device))
+    return result, device
+
+
+def test_training_sync_count_is_independent_of_steps():
+    few, dev_few = _run(8, epochs=2)
+    many, dev_many = _run(32, epochs=2)
+    assert few["timed"]["steps"] == 6 + 8
+    assert many["timed"]["steps"] == 30 + 32
+    assert dev_few.syncs == dev_many.syncs
+    # Small constant: epoch 1 = warm-up open + warm-up close + timed open/close + eval edges;
+    # later epochs = timed open/close + eval edges.
+    assert dev_few.syncs <= 6 * 2
+
+
+def test_training_sync_count_per_epoch_is_constant():
+    _, one = _run(8, epochs=1)
+    _, three = _run(8, epochs=3)
+    per_later_epoch = (three.syncs - one.syncs) / 2
+    assert per_later_epoch == int(per_later_epoch)
+    assert per_later_epoch <= 4
+
+
+def test_training_excludes_warmup_from_timing():
+    result, _ = _run(10, epochs=2, warmup=3)
+    bs = 4
+    total_samples = sum(e["samples"] for e in result["epochs"])
+    assert total_samples == 2 * 10 * bs
+    assert result["warmup"]["steps"] == 3
+    assert result["warmup"]["samples"] == 3 * bs
+    assert result["warmup"]["seconds"] > 0
+    timed = result["timed"]
+    assert timed["samples"] == total_samples - result["warmup"]["samples"]
+    assert timed["steps"] == 2 * 10 - 3
+    assert result["epochs"][0]["timed_steps"] == 7
+    assert result["epochs"][1]["timed_steps"] == 10
+    assert timed["samples_per_s"] == pytest.approx(timed["samples"] / timed["seconds"])
+    for epoch in result["epochs"]:
+        assert epoch["samples_per_s"] == pytest.approx(
+            epoch["timed_samples"] / epoch["timed_seconds"]
+        )
+    assert result["step_latency_s"]["n"] == timed["steps"]
+    assert result["settings"]["warmup_steps"] == 3
+
+
+def test_training_warmup_longer_than_first_epoch():
+    result, _ = _run(4, epochs=2, warmup=6)
+    assert result["warmup"]["steps"] == 6
+    assert result["epochs"][0]["timed_steps"] == 0
+    assert result["epochs"][0]["samples_per_s"] is None
+    assert result["epochs"][1]["timed_steps"] == 2
+    assert result["step_latency_s"]["n"] == 2
+    assert result["timed"]["samples"] == 2 * 4
+
+
+def test_training_result_shape():
+    result, _ = _run(8)
+    assert result["kind"] == "training"
+    assert result["model"]["parameters"] == 4
+    assert math.isfinite(result["epochs"][0]["train_loss"])
+    assert result["task"]["final"] == 0.5
+    assert result["task"]["best_epoch"] == 1
+    assert result["verification"]["all_on_device"] is True
+    assert result["verification"]["cpu_fallback_ops"] == []
+    assert result["settings"]["grad_scaler"] is False
+
+
+def test_training_nan_loss_raises():
+    with pytest.raises(NonFiniteLossError, match="nan"):
+        _run(6, nan=True)
+
+
+def test_training_injected_nan_loss_fault_raises():
+    device = FakeDevice()
+    ctx = _context(_spec(6), device, fault="nan_loss")
+    with pytest.raises(NonFiniteLossError):
+        run_training(_parts(6), ctx)
+
+
+@pytest.mark.parametrize("accumulation, steps, optimizer_steps", [(1, 8, 8), (2, 8, 4), (3, 8, 3)])
+def test_training_gradient_accumulation(accumulation, steps, optimizer_steps):
+    calls: list = []
+    result, _ = _run(steps, accumulation=accumulation, optimizer_steps=calls)
+    assert result["settings"]["gradient_accumulation"] == accumulation
+    assert result["settings"]["effective_batch_size"] == 4 * accumulation
+    # A trailing partial accumulation is still applied at the end of the epoch.
+    assert len(calls) == optimizer_steps
+
+
+def test_training_rejects_empty_loader():
+    device = FakeDevice()
+    with pytest.raises(ValueError, match="no full batch"):
+        run_training(_parts(0), _context(_spec(4), device))
+
+
+# ----------------------------------------------------------------------------- warnings
+
+
+@pytest.fixture
+def quiet_warnings():
+    """capture_warnings re-shows every warning it records; keep them out of pytest's summary."""
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda *args, **kwargs: None
+        yield
+
+
+FALLBACK_MSG = (
+    "The operator 'aten::foo' is not currently supported on the MPS backend and will "
+    "fall back to run on the CPU. This may have performance implications."
+)
+
+
+def test_capture_warnings_records_fallback_ops(quiet_warnings):
+    with capture_warnings() as log:
+        warnings.warn(FALLBACK_MSG, UserWarning, stacklevel=1)
+        warnings.warn(FALLBACK_MSG, UserWarning, stacklevel=1)  # repeated: still seen
+        warnings.warn("something else entirely", DeprecationWarning, stacklevel=1)
+        warnings.warn(
+            "In MPS autocast, but the target dtype is not supported. Disabling autocast.",
+            UserWarning,
+            stacklevel=1,
+        )
+    assert log.fallback_ops == ["aten::foo", "aten::foo"]
+    assert len(log.autocast_disabled) == 1
+    assert log.other == ["DeprecationWarning: something else entirely"]
+    facts = log.as_dict()
+    assert facts["cpu_fallback_ops"] == ["aten::foo"]
+
+
+def test_capture_warnings_restores_state():
+    before_show = warnings.showwarning
+    before_always = torch.is_warn_always_enabled()
+    with capture_warnings():
+        assert torch.is_warn_always_enabled()
+    assert warnings.showwarning is before_show
+    assert torch.is_warn_always_enabled() == before_always
+
+
+def test_training_reports_fallback_ops_from_context(quiet_warnings):
+    device = FakeDevice()
+    ctx = _context(_spec(4), device)
+    with capture_warnings() as log:
+        ctx.warnings = log
+        warnings.warn(FALLBACK_MSG, UserWarning, stacklevel=1)
+        result = run_training(_parts(4), ctx)
+    assert result["verification"]["cpu_fallback_ops"] == ["aten::foo"]
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+def test_verify_placement_flags_cpu_tensors_when_mps_expected():
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(2, 3)).sum().backward()
+    optimizer.step()
+    batch = {"x": torch.randn(2, 3), "meta": "not a tensor"}
+
+    facts = verify_placement(model, optimizer, batch, "mps")
+    assert facts["batch"] == {"x": "cpu"}
+    assert facts["checks"]["batch_on_device"] is False
+    assert facts["checks"]["parameters_on_device"] is False
+    assert facts["checks"]["optimizer_state_on_device"] is False
+    assert facts["all_on_device"] is False
+
+    facts = verify_placement(model, optimizer, batch, "cpu")
+    assert facts["all_on_device"] is True
+    assert facts["optimizer_state"] == ["cpu"]

@@ -1,0 +1,219 @@
+"""The real Snakemake workflow on a tiny config, in a copy of the workflow tree.
+
+Runs `python -m snakemake --cores 1 results/report.md` as a subprocess and checks
+what a user would look at: the exit status, one record per cell, the tables and
+the report. Accelerators absent here must give `unavailable` records, a crashing
+cell a `failed` record (not a failed workflow), and a bad config a short message
+before any job starts.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from helpers import backend_available, copy_workflow, run_snakemake, tiny_config, write_config
+from trainbench.records import read_record
+from trainbench.report import fmt_num
+
+pytestmark = pytest.mark.e2e
+
+TARGET = "results/report.md"
+
+
+def read_runs_csv(workdir) -> list[dict]:
+    with open(workdir / "results" / "tables" / "runs.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def section(report: str, heading: str) -> str:
+    """The text of one `## heading` section of the report."""
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", report, re.M | re.S)
+    assert match, f"report has no section {heading!r}:\n{report}"
+    return match.group(1)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """Markdown table rows as lists of stripped cells (header and rule lines included)."""
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("|")
+    ]
+
+
+def output_of(proc) -> str:
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def workflow(tmp_path):
+    return copy_workflow(tmp_path / "wf")
+
+
+def test_tiny_matrix_end_to_end(workflow):
+    config = tiny_config(devices=["cpu", "mps", "cuda"])
+    write_config(workflow / "config.yaml", config)
+
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=240)
+    assert proc.returncode == 0, output_of(proc)[-6000:]
+
+    # One valid record per cell, at the documented path.
+    expected = {("image_cnn", device, 32, 0) for device in ("cpu", "mps", "cuda")} | {
+        ("matmul", device, 1, 0) for device in ("cpu", "mps", "cuda")
+    }
+    records = {}
+    for workload, device, bs, rep in sorted(expected):
+        path = workflow / "results" / "runs" / workload / device / f"bs{bs}" / f"rep{rep}"
+        record = read_record(path / "metrics.json")
+        assert record["cell"] == {
+            "workload": workload,
+            "device": device,
+            "batch_size": bs,
+            "rep": rep,
+        }
+        records[(workload, device)] = record
+    found = {
+        p.relative_to(workflow / "results" / "runs").parts[:2]
+        for p in (workflow / "results" / "runs").rglob("metrics.json")
+    }
+    assert found == {(w, d) for w, d, _, _ in expected}
+
+    for (workload, device), record in records.items():
+        if backend_available(device):
+            assert record["status"] == "ok", (workload, device, record.get("error"))
+        else:
+            assert record["status"] == "unavailable", (workload, device, record["status"])
+            assert record["reason"] and device in record["reason"].lower()
+    cnn_cpu = records[("image_cnn", "cpu")]
+    assert cnn_cpu["result"]["timed"]["samples_per_s"] > 0
+    # Snakemake exports OMP_NUM_THREADS=1 (the job's threads) to every job; a CPU
+    # cell with `threads: null` must still run with PyTorch's default thread count.
+    default_threads = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env={k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert cnn_cpu["settings_in_force"]["torch_threads"] == int(default_threads)
+    assert "OMP_NUM_THREADS" not in cnn_cpu["environment"]["behaviour_variables"]
+    assert cnn_cpu["result"]["warmup"]["steps"] == 1
+    assert records[("matmul", "cpu")]["result"]["kind"] == "microbenchmark"
+
+    # The tables: one row per record, status and throughput copied from the records.
+    rows = read_runs_csv(workflow)
+    assert len(rows) == len(expected)
+    by_cell = {(r["workload"], r["device"]): r for r in rows}
+    assert set(by_cell) == set(records)
+    for key, record in records.items():
+        assert by_cell[key]["status"] == record["status"]
+        assert by_cell[key]["reason"] == (record["reason"] or "")
+    cpu_rate = float(by_cell[("image_cnn", "cpu")]["samples_per_s"])
+    assert cpu_rate == pytest.approx(cnn_cpu["result"]["timed"]["samples_per_s"])
+    with open(workflow / "results" / "tables" / "matmul.csv", newline="") as fh:
+        matmul_cpu = [r for r in csv.DictReader(fh) if r["device"] == "cpu"]
+    assert [int(r["n"]) for r in matmul_cpu] == [16, 32]
+    assert all(float(r["gflops"]) > 0 for r in matmul_cpu)
+
+    # The report: every workload, the unavailable cells with their reasons, the cpu row.
+    report = (workflow / TARGET).read_text()
+    assert "image_cnn" in report and "matmul" in report
+    assert "unavailable" in report
+    cnn_rows = table_rows(section(report, "`image_cnn` (seed 002)"))
+    cpu_row = next((r for r in cnn_rows if r[:2] == ["cpu", "32"]), None)
+    assert cpu_row is not None, report
+    assert fmt_num(cpu_rate) in cpu_row  # the median of one repeat is the record's number
+    matmul_rows = table_rows(section(report, "`matmul` (seed 004)"))
+    assert [r[0] for r in matmul_rows if r[0].isdigit()] == ["16", "32"]
+    attention = table_rows(section(report, "Failed and unavailable cells"))
+    for (workload, device), record in records.items():
+        if record["status"] == "unavailable":
+            assert any(
+                r[:3] == [workload, device, "unavailable"] and record["reason"] in r[-1]
+                for r in attention
+            ), (workload, device, attention)
+
+    # Everything is up to date: a second run has nothing to do.
+    again = run_snakemake(workflow, "--cores", "1", "--dry-run", TARGET, timeout=120)
+    assert again.returncode == 0, output_of(again)[-3000:]
+    assert "Nothing to be done" in output_of(again)
+
+
+def test_crashing_cell_is_a_failed_record_not_a_failed_workflow(workflow):
+    config = tiny_config(
+        devices=["cpu"],
+        launcher={"allow_fault_injection": True, "max_attempts": 1, "progress": "never"},
+        fault_injection=[
+            {"workload": "matmul", "device": "cpu", "batch_size": 1, "fault": "sigabrt"}
+        ],
+    )
+    config["workloads"] = {"matmul": {**config["workloads"]["matmul"], "batch_sizes": [1, 2]}}
+    write_config(workflow / "config.yaml", config)
+
+    # No TRAINBENCH_ALLOW_FAULTS: the config's switch alone enables the fault.
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=180)
+    assert proc.returncode == 0, output_of(proc)[-6000:]
+
+    runs = workflow / "results" / "runs" / "matmul" / "cpu"
+    crashed = read_record(runs / "bs1" / "rep0" / "metrics.json")
+    assert crashed["status"] == "failed"
+    assert crashed["error"]["class"] == "signal"
+    assert crashed["attempts"][0]["signal"] == "SIGABRT"
+    # The cell ran the copied tree's code (PYTHONPATH points there).
+    assert str(workflow / "scripts" / "trainbench" / "faults.py") in crashed["error"]["stderr_tail"]
+    fine = read_record(runs / "bs2" / "rep0" / "metrics.json")
+    assert fine["status"] == "ok", fine.get("error")
+
+    log = (
+        workflow / "results" / "logs" / "runs" / "matmul" / "cpu" / "bs1" / "rep0.log"
+    ).read_text()
+    assert "injected fault: abort()" in log
+
+    rows = {r["batch_size"]: r for r in read_runs_csv(workflow)}
+    assert rows["1"]["status"] == "failed" and rows["1"]["error_class"] == "signal"
+    assert rows["2"]["status"] == "ok"
+
+    report = (workflow / TARGET).read_text()
+    attention = table_rows(section(report, "Failed and unavailable cells"))
+    failed = [r for r in attention if r[:3] == ["matmul", "cpu", "failed"]]
+    assert len(failed) == 1, attention
+    assert failed[0][3] == "signal"
+    assert "SIGABRT" in failed[0][-1]
+    assert "**failed** (signal)" in section(report, "Verdicts")
+
+
+BAD_CONFIGS = {
+    "batch_size_zero": (
+        lambda c: c["workloads"]["image_cnn"].update(batch_sizes=[0]),
+        "workloads.image_cnn.batch_sizes[0]",
+    ),
+    "unknown_key": (lambda c: c.update(epochs=3), "unknown key `epochs`"),
+    "faults_without_switch": (
+        lambda c: c.update(
+            fault_injection=[{"workload": "matmul", "device": "cpu", "fault": "sigabrt"}]
+        ),
+        "launcher.allow_fault_injection",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_bad_config_stops_before_any_job_with_a_short_message(workflow, case):
+    break_config, expected = BAD_CONFIGS[case]
+    config = tiny_config()
+    break_config(config)
+    write_config(workflow / "config.yaml", config)
+
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=120)
+    out = output_of(proc)
+
+    assert proc.returncode != 0, out
+    assert expected in proc.stderr, out
+    assert "Traceback" not in out
+    assert len(out.splitlines()) < 15, out
+    assert not (workflow / "results").exists()
