@@ -242,9 +242,13 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     environment["run_seed"] = spec.get("run_seed")
     environment["env_overrides"] = overrides
     child_env, _ = child_environment(spec)
-    environment["behaviour_variables"] = {k: child_env[k] for k in BEHAVIOUR_VARIABLES if k in child_env}
+    environment["behaviour_variables"] = {
+        k: child_env[k] for k in BEHAVIOUR_VARIABLES if k in child_env
+    }
     environment["inherited_thread_variables_removed"] = {
-        k: os.environ[k] for k in INHERITED_THREAD_VARIABLES if k in os.environ and k not in overrides
+        k: os.environ[k]
+        for k in INHERITED_THREAD_VARIABLES
+        if k in os.environ and k not in overrides
     }
     backend = spec["backend"]
     label = spec["cell"]["device"]
