@@ -10,10 +10,10 @@ rule run_cell:
         "results/benchmarks/runs/{workload}/{device}/bs{batch_size}/rep{rep}.tsv"
     conda:
         "../envs/trainbench.yaml"
+    threads: cell_threads
     resources:
         gpu=gpu_slots,
         timed_slot=1,
-    threads: cell_threads
     params:
         spec=run_spec,
     script:
