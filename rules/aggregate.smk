@@ -5,6 +5,8 @@ rule aggregate:
     output:
         runs="results/tables/runs.csv",
         matmul="results/tables/matmul.csv",
+        epochs="results/tables/epochs.csv",
+        per_label="results/tables/per_label.csv",
         environments="results/tables/environments.csv",
     log:
         "results/logs/aggregate.log",

@@ -21,6 +21,8 @@ TEMPLATES = Path(workflow.basedir) / "scripts" / "trainbench" / "templates"
 
 CELLS = tbconfig.expand_matrix(config)
 WORKLOADS = tbconfig.enabled_workloads(config)
+# Training workloads get a verification report of their own (seed-000 form).
+REPORTED_WORKLOADS = [w for w in WORKLOADS if workload_info(w).kind == "training"]
 DEVICE_IDS = list(tbconfig.iter_device_ids(config))
 
 
@@ -66,7 +68,7 @@ def run_spec(wildcards):
     path = (
         data_dir(cell.workload) if workload_info(cell.workload).prepares_data else None
     )
-    return tbconfig.cell_spec(config, cell, data_path=path)
+    return tbconfig.cell_spec(config, cell, data_path=path, include_launcher=False)
 
 
 def gpu_slots(wildcards):

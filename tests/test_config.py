@@ -23,7 +23,7 @@ def test_repo_config_validates(repo_root):
     with open(repo_root / "config.yaml") as fh:
         config = yaml.safe_load(fh)
     validated = validate_config(config)
-    assert set(validated["workloads"]) == {"image_cnn", "matmul"}
+    assert set(validated["workloads"]) == {"image_cnn", "matmul", "text_multilabel"}
     assert validated["device_settings"]["mps"]["memory_fraction"] == 0.8
     assert expand_matrix(validated)
 

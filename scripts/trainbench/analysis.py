@@ -24,6 +24,10 @@ RUN_COLUMNS = [
     "primary_metric", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method",
     "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
+    "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
+    "autocast_requested", "autocast_output_dtype",
+    "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
+    "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1",
     "host", "cpu_model", "device_name", "torch_version", "git_commit", "config_hash", "record",
 ]  # fmt: skip
 
@@ -84,6 +88,24 @@ def run_row(record: dict, source: str) -> dict:
         "cpu_fallback_ops": ";".join(
             _get(result, "verification", "cpu_fallback_ops", default=[]) or []
         ),
+        "placement_parameters": _joined(_get(result, "verification", "parameters")),
+        "placement_buffers": _joined(_get(result, "verification", "buffers")),
+        "placement_optimizer_state": _joined(_get(result, "verification", "optimizer_state")),
+        "placement_batch": _joined(
+            [f"{k}={v}" for k, v in sorted((_get(result, "verification", "batch") or {}).items())]
+        ),
+        "autocast_requested": _get(result, "verification", "autocast_requested"),
+        "autocast_output_dtype": _get(result, "verification", "autocast_output_dtype"),
+        "model_name": _get(result, "model", "name"),
+        "parameters": _get(result, "model", "parameters"),
+        "gradient_accumulation": _get(result, "settings", "gradient_accumulation"),
+        "effective_batch_size": _get(result, "settings", "effective_batch_size"),
+        "epochs": _get(result, "settings", "epochs"),
+        "learning_rate": _get(result, "settings", "optimizer_options", "lr"),
+        "max_length": _get(result, "settings", "max_length"),
+        "optimizer": _get(result, "settings", "optimizer"),
+        "micro_f1": _get(result, "task", "micro_f1"),
+        "macro_f1": _get(result, "task", "macro_f1"),
         "host": env.get("host"),
         "cpu_model": env.get("cpu_model"),
         "device_name": _get(env, "device", "name"),
@@ -92,6 +114,60 @@ def run_row(record: dict, source: str) -> dict:
         "config_hash": env.get("config_hash"),
         "record": source,
     }
+
+
+def _joined(values) -> str | None:
+    return ";".join(map(str, values)) if values else None
+
+
+def _cell_keys(record: dict) -> dict:
+    cell = record["cell"]
+    return {
+        "workload": cell["workload"],
+        "device": cell["device"],
+        "batch_size": cell["batch_size"],
+        "rep": cell["rep"],
+    }
+
+
+def epoch_rows(record: dict, source: str) -> list[dict]:
+    """One row per epoch of an ok training record; scalar eval metrics become eval_* columns."""
+    result = record.get("result") or {}
+    if record["status"] != "ok" or result.get("kind") != "training":
+        return []
+    rows = []
+    for epoch in result.get("epochs", []):
+        row = {
+            **_cell_keys(record),
+            "epoch": epoch["epoch"],
+            "train_loss": epoch["train_loss"],
+            "train_seconds": epoch["train_seconds"],
+            "timed_seconds": epoch["timed_seconds"],
+            "samples_per_s": epoch["samples_per_s"],
+            "eval_seconds": epoch["eval_seconds"],
+            "eval_samples_per_s": epoch["eval_samples_per_s"],
+            "lr": epoch.get("lr"),
+            "record": source,
+        }
+        for key, value in (epoch.get("eval_metrics") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[f"eval_{key}"] = value
+        for key, value in (epoch.get("train_metrics") or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[f"train_{key}"] = value
+        rows.append(row)
+    return rows
+
+
+def per_label_rows(record: dict, source: str) -> list[dict]:
+    """One row per label at the best epoch (multi-label workloads)."""
+    task = (record.get("result") or {}).get("task") or {}
+    if record["status"] != "ok" or not task.get("per_label"):
+        return []
+    return [
+        {**_cell_keys(record), "best_epoch": task.get("best_epoch"), **row, "record": source}
+        for row in task["per_label"]
+    ]
 
 
 def matmul_rows(record: dict, source: str) -> list[dict]:
@@ -149,11 +225,19 @@ def load_records(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
 def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
     runs = pd.DataFrame([run_row(r, src) for src, r in records], columns=RUN_COLUMNS)
     matmul = pd.DataFrame([row for src, r in records for row in matmul_rows(r, src)])
+    epochs = pd.DataFrame([row for src, r in records for row in epoch_rows(r, src)])
+    per_label = pd.DataFrame([row for src, r in records for row in per_label_rows(r, src)])
     env = pd.DataFrame([environment_row(r) for _, r in records if r["status"] != "unavailable"])
     if not env.empty:
         env = env.drop_duplicates().sort_values(["host", "device"]).reset_index(drop=True)
     runs = runs.sort_values(["workload", "device", "batch_size", "rep"]).reset_index(drop=True)
-    return {"runs": runs, "matmul": matmul, "environments": env}
+    return {
+        "runs": runs,
+        "matmul": matmul,
+        "epochs": epochs,
+        "per_label": per_label,
+        "environments": env,
+    }
 
 
 def write_tables(

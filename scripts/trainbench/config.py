@@ -154,6 +154,23 @@ def semantic_problems(config: dict) -> list[str]:
                     f"`workloads.{name}.data.path` = {path!r} does not exist. "
                     "Fix: point it to the folder holding the MNIST IDX .gz files."
                 )
+        if source in ("goemotions", "table"):
+            for key in ("path", "dev_path"):
+                value = data.get(key)
+                if key == "path" and not value:
+                    problems.append(
+                        f"`workloads.{name}.data.path` is required with source {source}. "
+                        "Fix: point it to the data (GoEmotions folder or table file)."
+                    )
+                elif value and not Path(value).exists():
+                    problems.append(
+                        f"`workloads.{name}.data.{key}` = {value!r} does not exist. Fix: correct the path."
+                    )
+        pretrained = (wl.get("model") or {}).get("pretrained")
+        if pretrained:
+            problem = pretrained_problem(pretrained)
+            if problem:
+                problems.append(f"`workloads.{name}.model.pretrained`: {problem}")
         if source == "torchvision" and importlib.util.find_spec("torchvision") is None:
             problems.append(
                 f"`workloads.{name}.data.source` is torchvision, but torchvision is not "
@@ -172,6 +189,35 @@ def semantic_problems(config: dict) -> list[str]:
                 f"`fault_injection[{i}].workload` {fault['workload']!r} is not a workload."
             )
     return problems
+
+
+def pretrained_problem(name: str) -> str | None:
+    """Why ``name`` cannot be loaded without a network, or None if it can be."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return (
+            None
+            if (path / "config.json").exists()
+            else f"{name!r} has no config.json (not a save_pretrained folder)"
+        )
+    looks_like_path = name.startswith((".", "/", "~")) or name.count("/") > 1
+    if looks_like_path:
+        return f"the folder {name!r} does not exist. Fix: point it to a folder written by save_pretrained."
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers brings it
+        return None
+    cached = try_to_load_from_cache(name, "config.json")
+    if isinstance(cached, str):
+        return None
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return (
+            f"{name!r} is not in the Hugging Face cache and HF_HUB_OFFLINE=1. Fix: download it once "
+            "with a network, or set the key to a local folder written by save_pretrained."
+        )
+    return None  # not cached, but the hub may be reachable; a failed download fails the run, loudly
 
 
 def _faults_allowed_by_env() -> bool:
@@ -237,7 +283,7 @@ def expand_matrix(config: dict) -> list[Cell]:
         wl = config["workloads"][workload]
         for variant in device_variants(config, wl.get("devices")):
             for bs in batch_sizes_for(config, workload, variant):
-                for rep in range(config["repeats"]):
+                for rep in range(wl.get("repeats") or config["repeats"]):
                     cells.append(Cell(workload, variant.id, bs, rep))
     return sorted(cells)
 
@@ -270,16 +316,37 @@ def faults_for(config: dict, cell: Cell) -> list[dict]:
     return out
 
 
-def cell_spec(config: dict, cell: Cell, data_path: str | None = None) -> dict:
-    """Everything the child process needs to run one cell, as plain JSON data."""
+# Keys that shape the matrix rather than one run: left out of a cell's spec, so
+# adding a batch size or a repeat does not invalidate the cells already run.
+MATRIX_KEYS = ("enabled", "devices", "batch_sizes", "repeats", "timeout_s")
+
+
+def launcher_settings(config: dict, workload: str) -> dict:
+    """How a cell is run (timeout, attempts...). Not part of what it measures."""
+    launcher = copy.deepcopy(config["launcher"])
+    timeout = config["workloads"][workload].get("timeout_s")
+    if timeout:
+        launcher["timeout_s"] = timeout
+    return launcher
+
+
+def cell_spec(
+    config: dict, cell: Cell, data_path: str | None = None, include_launcher: bool = True
+) -> dict:
+    """Everything the child process needs to run one cell, as plain JSON data.
+
+    Snakemake reruns a cell when its spec changes; the launcher settings are left
+    out of the rule's copy (``include_launcher=False``) so that raising a timeout
+    does not rerun finished cells."""
     variant = find_variant(config, cell.device)
     device_settings = copy.deepcopy(config["device_settings"][variant.backend])
     if variant.backend == "cpu":
         device_settings["threads"] = variant.threads
-    workload_settings = copy.deepcopy(config["workloads"][cell.workload])
-    launcher = copy.deepcopy(config["launcher"])
-    if "timeout_s" in workload_settings:
-        launcher["timeout_s"] = workload_settings["timeout_s"]
+    workload_settings = {
+        k: copy.deepcopy(v)
+        for k, v in config["workloads"][cell.workload].items()
+        if k not in MATRIX_KEYS
+    }
     spec = {
         "cell": {
             "workload": cell.workload,
@@ -293,17 +360,20 @@ def cell_spec(config: dict, cell: Cell, data_path: str | None = None) -> dict:
         "seed": config["seed"],
         "run_seed": config["seed"] + cell.rep,
         "data_path": data_path,
-        "launcher": launcher,
         "faults": faults_for(config, cell),
     }
     spec["config_hash"] = config_hash(spec)
+    if include_launcher:
+        spec["launcher"] = launcher_settings(config, cell.workload)
     return spec
 
 
 def config_hash(spec: dict) -> str:
     """Hash of the settings that define a cell, excluding the repeat index, so
     repeats of one cell share it and any settings change gives a new one."""
-    material = {k: v for k, v in spec.items() if k not in ("cell", "run_seed", "config_hash")}
+    material = {
+        k: v for k, v in spec.items() if k not in ("cell", "run_seed", "config_hash", "launcher")
+    }
     material["cell"] = {k: v for k, v in spec["cell"].items() if k != "rep"}
     blob = json.dumps(material, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -7,6 +7,7 @@ report carries no timestamp, so the same records give the same bytes.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,9 +24,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 def fmt_num(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
     value = float(value)
-    if value == 0:
-        return "0"
     magnitude = math.floor(math.log10(abs(value)))
     decimals = max(0, digits - 1 - magnitude)
     return f"{value:,.{decimals}f}"
@@ -60,8 +61,37 @@ def _environment(loader_dir: Path) -> jinja2.Environment:
     return env
 
 
+def clean(value):
+    """CSV round trips turn ints into floats and None into NaN; undo both for display."""
+    if value is None:
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if value.is_integer():
+            return int(value)
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        return clean(value.item())
+    return value
+
+
 def _records_of(frame: pd.DataFrame) -> list[dict]:
-    return [] if frame.empty else frame.astype(object).where(frame.notna(), None).to_dict("records")
+    if frame.empty:
+        return []
+    return [
+        {k: clean(v) for k, v in row.items()} for row in frame.astype(object).to_dict("records")
+    ]
+
+
+def _clean_dict(values: dict) -> dict:
+    return {k: (v if isinstance(v, dict) else clean(v)) for k, v in values.items()}
+
+
+def _for_workload(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
+    """Rows of one workload, without the columns only other workloads fill."""
+    if frame.empty:
+        return frame
+    return frame[frame["workload"] == workload].dropna(axis=1, how="all")
 
 
 def training_verdicts(summary: pd.DataFrame, baseline: str | None) -> list[str]:
@@ -130,7 +160,13 @@ def render_report(inputs: Mapping[str, str], output: str, baseline: str | None =
             }
         )
 
-    template_path = Path(inputs["template"]) if "template" in inputs else TEMPLATES / "report.md.j2"
+    reports = {}
+    for path in inputs.get("workload_reports") or []:
+        reports[Path(path).stem] = os.path.relpath(path, Path(output).parent)
+    for wl in workloads:
+        wl["report"] = reports.get(wl["name"])
+
+    template_path = Path(inputs.get("template") or TEMPLATES / "report.md.j2")
     env = _environment(template_path.parent)
     text = env.get_template(template_path.name).render(
         baseline=base,
@@ -144,6 +180,253 @@ def render_report(inputs: Mapping[str, str], output: str, baseline: str | None =
         attention=_records_of(attention),
         environments=_records_of(environments),
         commits=sorted(set(runs["git_commit"].dropna())) if not runs.empty else [],
+    )
+    atomic_write_text(output, text)
+    return text
+
+
+# ----------------------------------------------------------------------------- workload reports
+
+CHECK_WORDS = {
+    "placement": "model, batch tensors and optimizer state on the device",
+    "autocast": "autocast active as requested",
+    "fallback": "no CPU fallback",
+}
+
+
+def _all_true(series: pd.Series) -> bool:
+    values = series.dropna()
+    return bool(len(values)) and bool(
+        values.astype(str).str.lower().isin(["true", "1", "1.0"]).all()
+    )
+
+
+def device_checks(ok_runs: pd.DataFrame) -> dict:
+    """Verification facts of a device's ok runs, each a (passed, detail) pair."""
+    n = len(ok_runs)
+    requested = ok_runs["autocast_requested"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    active = ok_runs["autocast_active"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    fallback = ok_runs["cpu_fallback_ops"].fillna("").astype(str)
+    placed = ok_runs["all_on_device"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    return {
+        "placement": (bool(placed.all()), f"{int(placed.sum())}/{n} runs"),
+        "autocast": (
+            bool((requested == active).all()),
+            f"requested in {int(requested.sum())}/{n} runs, active in {int(active.sum())}/{n}",
+        ),
+        "fallback": (
+            bool((fallback == "").all()),
+            ", ".join(sorted({op for ops in fallback for op in ops.split(";") if op}))
+            or "none seen",
+        ),
+    }
+
+
+def device_verdicts(
+    runs: pd.DataFrame, throughput: pd.DataFrame, baseline: str | None
+) -> list[dict]:
+    """One computed verdict per device of a workload."""
+    verdicts = []
+    for device, group in runs.groupby("device", sort=True):
+        ok = group[group["status"] == "ok"]
+        failed = group[group["status"] == "failed"]
+        unavailable = group[group["status"] == "unavailable"]
+        entry = {"device": device, "symbol": "", "text": ""}
+        if ok.empty and not unavailable.empty and failed.empty:
+            reason = (
+                unavailable["reason"].dropna().iloc[0]
+                if unavailable["reason"].notna().any()
+                else "?"
+            )
+            entry.update(symbol="⚪", text=f"not measured on this machine: unavailable ({reason}).")
+            verdicts.append(entry)
+            continue
+        parts = []
+        if not failed.empty:
+            classes = ", ".join(
+                f"{c} ×{k}" for c, k in failed["error_class"].value_counts().items()
+            )
+            parts.append(f"{len(failed)} of {len(group)} cells failed ({classes})")
+        checks = device_checks(ok) if not ok.empty else {}
+        failed_checks = [CHECK_WORDS[k] for k, (passed, _) in checks.items() if not passed]
+        speed = (
+            throughput[throughput["device"] == device] if not throughput.empty else pd.DataFrame()
+        )
+        speedup = (
+            speed["speedup"].median() if not speed.empty and "speedup" in speed else float("nan")
+        )
+        if device == baseline:
+            symbol = "❌" if not failed.empty else "✅"
+            parts.insert(0, f"the baseline: {len(ok)} ok run(s)")
+        elif ok.empty:
+            symbol = "❌"
+        elif failed_checks:
+            symbol = "⚠️"
+            parts.append("verification failed: " + "; ".join(failed_checks))
+        elif math.isnan(speedup):
+            symbol = "⚠️"
+            parts.append(
+                "every verification check passed, but no baseline to compare the speed with"
+            )
+        elif speedup > 1 and failed.empty:
+            symbol = "✅"
+            parts.insert(
+                0,
+                f"working: every verification check passed in all {len(ok)} ok runs and "
+                f"training runs at {speedup:.2f}x the `{baseline}` throughput (median over batch sizes)",
+            )
+        else:
+            symbol = "⚠️"
+            parts.append(
+                f"every verification check passed; training runs at {speedup:.2f}x the `{baseline}` throughput"
+            )
+        entry.update(symbol=symbol, text="; ".join(parts) + ".")
+        verdicts.append(entry)
+    return verdicts
+
+
+def render_workload_report(
+    workload: str, inputs: Mapping[str, str], output: str, baseline: str | None = None
+) -> str:
+    runs_all = analysis.read_table(inputs["runs"])
+    runs = runs_all[runs_all["workload"] == workload] if not runs_all.empty else runs_all
+    epochs = _for_workload(analysis.read_table(inputs["epochs"]), workload)
+    per_label = _for_workload(analysis.read_table(inputs["per_label"]), workload)
+    environments = analysis.read_table(inputs["environments"])
+    base = analysis.baseline_device(runs_all, baseline) if not runs_all.empty else None
+    throughput = analysis.throughput_summary(runs, base) if not runs.empty else pd.DataFrame()
+    ok = runs[runs["status"] == "ok"] if not runs.empty else runs
+
+    checklists = []
+    for device, group in ok.groupby("device", sort=True):
+        first = group.iloc[0]
+        checks = device_checks(group)
+        checklists.append(
+            _clean_dict(
+                {
+                    "device": device,
+                    "label": ", ".join(sorted(set(group["device_label"]))),
+                    "runs": len(group),
+                    "parameters": first["placement_parameters"],
+                    "batch": first["placement_batch"],
+                    "optimizer_state": first["placement_optimizer_state"],
+                    "checks": {
+                        k: {"passed": v[0], "detail": v[1], "words": CHECK_WORDS[k]}
+                        for k, v in checks.items()
+                    },
+                    "memory_initial": group["memory_initial_bytes"].median(),
+                    "memory_peak": group["memory_peak_bytes"].median(),
+                    "memory_method": first["memory_method"],
+                    "autocast_dtype": first["autocast_dtype"],
+                    "autocast_output_dtype": first["autocast_output_dtype"],
+                    "device_name": first["device_name"],
+                    "torch": first["torch_version"],
+                    "threads": group["torch_threads"].iloc[0],
+                }
+            )
+        )
+
+    epoch_table = []
+    if not epochs.empty:
+        metric_cols = [
+            c
+            for c in ("eval_micro_f1", "eval_macro_f1", "eval_accuracy", "eval_loss")
+            if c in epochs
+        ]
+        grouped = epochs.groupby(["device", "batch_size", "epoch"])
+        epoch_table = _records_of(
+            grouped.agg(
+                repeats=("rep", "count"),
+                train_loss=("train_loss", "median"),
+                timed_seconds=("timed_seconds", "median"),
+                samples_per_s=("samples_per_s", "median"),
+                eval_seconds=("eval_seconds", "median"),
+                **{c: (c, "median") for c in metric_cols},
+            ).reset_index()
+        )
+    label_table = []
+    if not per_label.empty:
+        grouped = per_label.groupby(["device", "batch_size", "label"], sort=False)
+        labels = grouped.agg(
+            repeats=("rep", "count"),
+            precision=("precision", "median"),
+            recall=("recall", "median"),
+            f1=("f1", "median"),
+            accuracy=("accuracy", "median"),
+            support=("support", "median"),
+        ).reset_index()
+        if base is not None:
+            ref = labels[labels["device"] == base][["batch_size", "label", "f1"]].rename(
+                columns={"f1": "_base_f1"}
+            )
+            labels = labels.merge(ref, on=["batch_size", "label"], how="left")
+            labels["f1_vs_baseline"] = labels["f1"] - labels["_base_f1"]
+            labels = labels.drop(columns=["_base_f1"])
+        label_table = _records_of(labels)
+
+    configuration = []
+    if not ok.empty:
+        for device, group in ok.groupby("device", sort=True):
+            first = group.iloc[0]
+            configuration.append(
+                _clean_dict(
+                    {
+                        "device": device,
+                        "model": first["model_name"],
+                        "parameters": first["parameters"],
+                        "batch_sizes": ", ".join(map(str, sorted(set(group["batch_size"])))),
+                        "accumulation": first["gradient_accumulation"],
+                        "effective": ", ".join(
+                            map(
+                                str, sorted(set(group["effective_batch_size"].dropna().astype(int)))
+                            )
+                        ),
+                        "lr": first["learning_rate"],
+                        "optimizer": first["optimizer"],
+                        "epochs": first["epochs"],
+                        "max_length": first["max_length"],
+                        "amp": first["autocast_dtype"] or "off",
+                        "scaler": first["grad_scaler"],
+                        "threads": first["torch_threads"],
+                    }
+                )
+            )
+    env_rows = (
+        _records_of(environments[environments["device"].isin(set(runs["device"]))])
+        if not environments.empty and not runs.empty
+        else []
+    )
+
+    template_path = Path(inputs.get("template") or TEMPLATES / "workload_report.md.j2")
+    env = _environment(template_path.parent)
+    info = WORKLOADS.get(workload)
+    text = env.get_template(template_path.name).render(
+        workload=workload,
+        seed=info.seed if info else "?",
+        baseline=base,
+        counts=runs["status"].value_counts().to_dict() if not runs.empty else {},
+        verdicts=device_verdicts(runs, throughput, base) if not runs.empty else [],
+        throughput=_records_of(throughput),
+        checklists=checklists,
+        epochs=epoch_table,
+        labels=label_table,
+        aggregates=_records_of(
+            ok.groupby(["device", "batch_size"])
+            .agg(
+                repeats=("rep", "count"),
+                best_metric=("best_metric", "median"),
+                micro_f1=("micro_f1", "median"),
+                macro_f1=("macro_f1", "median"),
+                best_epoch=("best_epoch", "median"),
+            )
+            .reset_index()
+        )
+        if not ok.empty
+        else [],
+        primary_metric=ok["primary_metric"].iloc[0] if not ok.empty else None,
+        configuration=configuration,
+        attention=_records_of(analysis.cells_needing_attention(runs)) if not runs.empty else [],
+        environments=env_rows,
     )
     atomic_write_text(output, text)
     return text

@@ -36,16 +36,20 @@ class TrainingParts:
     eval_loader: Iterable
     # (model, batch on device) -> (loss, {name: on-device tensor to sum over the epoch})
     loss_fn: Callable[[torch.nn.Module, dict], tuple[torch.Tensor, dict]]
-    # (model, loader, ctx) -> {"metrics": {...}, "samples": int}
+    # (model, loader, ctx) -> {"metrics": {...}, "samples": int}; or, with `score`,
+    # {"outputs": ..., "samples": int} and score(outputs) -> metrics, computed after
+    # the timed evaluation region (host-side metric code is not device time).
     evaluate: Callable[[torch.nn.Module, Iterable, RunContext], dict]
     primary_metric: str
     higher_is_better: bool = True
-    scheduler: Any = None
+    scheduler: Any = None  # stepped once per epoch
+    step_scheduler: Any = None  # stepped after every optimizer step (e.g. warm-up + decay)
     # (summed train stats, samples) -> per-epoch train metrics
     train_metrics: Callable[[dict, int], dict] | None = None
     # Called before each epoch outside every timed region (e.g. hard-negative mining);
     # returns facts recorded with the epoch (its own timings included).
     before_epoch: Callable[[int], dict] | None = None
+    score: Callable[[Any], dict] | None = None
     model_name: str = ""
     extra_settings: dict = field(default_factory=dict)
 
@@ -197,6 +201,8 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                 else:
                     optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+                if parts.step_scheduler is not None:
+                    parts.step_scheduler.step()
                 dev.sample_memory()
 
             loss_sum += loss.detach().float()
@@ -268,6 +274,8 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             evaluation = parts.evaluate(model, parts.eval_loader, ctx)
         dev.synchronize()
         eval_seconds = time.perf_counter() - eval_t0
+        if parts.score is not None:
+            evaluation["metrics"] = parts.score(evaluation.pop("outputs"))
 
         for key in ("steps", "samples", "seconds"):
             timed_totals[key] += epoch_timed[key]
@@ -331,6 +339,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                 if isinstance(v, (int, float, bool, str, type(None)))
             },
             "scheduler": type(parts.scheduler).__name__ if parts.scheduler is not None else None,
+            "step_scheduler": type(parts.step_scheduler).__name__
+            if parts.step_scheduler is not None
+            else None,
             "grad_scaler": scaler is not None,
             **parts.extra_settings,
         },

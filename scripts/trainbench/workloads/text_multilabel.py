@@ -1,0 +1,310 @@
+"""Seed 000: DistilBERT multi-label text classification.
+
+``DistilBertForSequenceClassification`` with ``problem_type="multi_label_classification"``
+(BCE-with-logits), AdamW, gradient accumulation, one fixed sequence length per
+run (varying shapes make MPS recompile). The default model is a small DistilBERT
+built from ``DistilBertConfig`` with a WordPiece tokenizer trained offline on the
+training split; ``model.pretrained`` loads a hub id or local folder instead, and
+fails loudly (never falls back) when it cannot.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..context import RunContext
+from ..data import BatchTensorDataset, make_loader
+from ..metrics import multilabel_metrics
+from ..training import TrainingParts, run_training
+
+DATA_FILE = "dataset.npz"
+TOKENIZER_DIR = "tokenizer"
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+class PretrainedLoadError(RuntimeError):
+    """A pretrained model or tokenizer could not be loaded (no silent fallback)."""
+
+
+def load_help(name: str) -> str:
+    return (
+        f"could not load pretrained model {name!r}. Provide it as a local folder written by "
+        "save_pretrained (set workloads.text_multilabel.model.pretrained to that path), or "
+        "download it once on a machine with a network and run with HF_HUB_OFFLINE=1 so the "
+        "Hugging Face cache is used. trainbench never falls back to a random model."
+    )
+
+
+def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lowercase: bool):
+    """A WordPiece tokenizer trained on the training split only (no network)."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
+    wordpiece.train_from_iterator(
+        texts,
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=wordpiece._tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+def load_pretrained_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as exc:  # OSError, HFValidationError, connection errors...
+        raise PretrainedLoadError(f"{load_help(name)} ({type(exc).__name__}: {exc})") from exc
+
+
+def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
+    """Tokenize every split once, at the fixed sequence length, and cache the tokenizer."""
+    from .. import textdata
+    from ..records import atomic_write_json
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    splits = textdata.load_splits(settings["data"], seed)
+    train, dev = splits["train"], splits["dev"]
+    pretrained = settings["model"].get("pretrained")
+    tok_settings = settings["tokenizer"]
+    if pretrained:
+        tokenizer = load_pretrained_tokenizer(pretrained)
+        tokenizer_kind = f"pretrained {pretrained}"
+    else:
+        tokenizer = train_wordpiece(
+            train.texts,
+            tok_settings["vocab_size"],
+            tok_settings["min_frequency"],
+            tok_settings["lowercase"],
+        )
+        tokenizer_kind = "WordPiece trained on the training split"
+    tokenizer.save_pretrained(str(out_dir / TOKENIZER_DIR))
+
+    max_length = int(settings["max_length"])
+    arrays: dict[str, np.ndarray] = {}
+    truncated: dict[str, float] = {}
+    for name, split in (("train", train), ("dev", dev)):
+        full = tokenizer(split.texts, truncation=False, padding=False)["input_ids"]
+        truncated[name] = float(np.mean([len(ids) > max_length for ids in full])) if full else 0.0
+        enc = tokenizer(
+            split.texts,
+            truncation=True,
+            padding="max_length",
+            max_length=max_length,
+            return_tensors="np",
+        )
+        arrays[f"{name}_input_ids"] = enc["input_ids"].astype(np.int32)
+        arrays[f"{name}_attention_mask"] = enc["attention_mask"].astype(np.uint8)
+        arrays[f"{name}_labels"] = split.labels.astype(np.uint8)
+    tmp = out_dir / f".{DATA_FILE}.tmp.npz"
+    np.savez(tmp, **arrays)
+    tmp.replace(out_dir / DATA_FILE)
+    meta = {
+        "source": settings["data"]["source"],
+        "label_names": list(train.label_names),
+        "n_train": len(train),
+        "n_dev": len(dev),
+        "label_frequency_train": {
+            n: float(train.labels[:, i].mean()) for i, n in enumerate(train.label_names)
+        },
+        "label_frequency_dev": {
+            n: float(dev.labels[:, i].mean()) for i, n in enumerate(dev.label_names)
+        },
+        "max_length": max_length,
+        "truncated_fraction": truncated,
+        "vocab_size": len(tokenizer),
+        "tokenizer": tokenizer_kind,
+        "seed": seed,
+    }
+    atomic_write_json(out_dir / "meta.json", meta)
+    return meta
+
+
+def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: int = 0):
+    """The small default DistilBERT, or the pretrained one named in the config."""
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    model_settings = settings["model"]
+    pretrained = model_settings.get("pretrained")
+    if pretrained:
+        try:
+            return DistilBertForSequenceClassification.from_pretrained(
+                pretrained,
+                num_labels=num_labels,
+                problem_type="multi_label_classification",
+            )
+        except Exception as exc:
+            raise PretrainedLoadError(
+                f"{load_help(pretrained)} ({type(exc).__name__}: {exc})"
+            ) from exc
+    rows = model_settings.get("vocab_size") or vocab_size
+    if rows < vocab_size:
+        raise ValueError(
+            f"workloads.text_multilabel.model.vocab_size ({rows}) is smaller than the tokenizer's "
+            f"vocabulary ({vocab_size}); raise it or set it to null"
+        )
+    positions = model_settings.get("max_position_embeddings") or int(settings["max_length"])
+    if positions < int(settings["max_length"]):
+        raise ValueError(
+            f"workloads.text_multilabel.model.max_position_embeddings ({positions}) is below "
+            f"max_length ({settings['max_length']})"
+        )
+    config = DistilBertConfig(
+        vocab_size=rows,
+        max_position_embeddings=positions,
+        dim=model_settings["dim"],
+        n_layers=model_settings["n_layers"],
+        n_heads=model_settings["n_heads"],
+        hidden_dim=model_settings["hidden_dim"],
+        dropout=model_settings["dropout"],
+        attention_dropout=model_settings["attention_dropout"],
+        num_labels=num_labels,
+        problem_type="multi_label_classification",
+        pad_token_id=pad_token_id,
+    )
+    return DistilBertForSequenceClassification(config)
+
+
+def fused_adamw(setting, device_type: str) -> bool | None:
+    """Fused AdamW where it exists (CUDA; MPS from torch 2.x); None = torch's choice."""
+    if setting == "auto":
+        return True if device_type == "cuda" else None
+    return bool(setting)
+
+
+def run(ctx: RunContext) -> dict:
+    settings = ctx.workload_settings
+    data_dir = Path(ctx.spec["data_path"])
+    meta = json.loads((data_dir / "meta.json").read_text())
+    arrays = np.load(data_dir / DATA_FILE)
+    label_names = meta["label_names"]
+
+    def tensors(split: str) -> BatchTensorDataset:
+        return BatchTensorDataset(
+            input_ids=torch.from_numpy(arrays[f"{split}_input_ids"].astype(np.int64)),
+            attention_mask=torch.from_numpy(arrays[f"{split}_attention_mask"].astype(np.int64)),
+            labels=torch.from_numpy(arrays[f"{split}_labels"].astype(np.float32)),
+        )
+
+    torch.manual_seed(ctx.run_seed)  # weights drawn on the CPU, then moved
+    model = build_model(settings, len(label_names), int(meta["vocab_size"])).to(ctx.torch_device)
+    opt = settings["optimizer"]
+    fused = fused_adamw(opt["fused"], ctx.torch_device.type)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=opt["lr"], weight_decay=opt["weight_decay"], fused=fused
+    )
+    train_loader = make_loader(
+        tensors("train"), ctx.batch_size, True, ctx.generator(1), ctx.loader_kwargs
+    )
+    # Linear warm-up then linear decay, per optimizer step, as in BERT fine-tuning.
+    steps_per_epoch = len(train_loader)
+    if settings.get("max_steps_per_epoch"):
+        steps_per_epoch = min(steps_per_epoch, int(settings["max_steps_per_epoch"]))
+    accumulation = int(settings["gradient_accumulation"])
+    total_updates = max(1, -(-steps_per_epoch // accumulation) * int(settings["epochs"]))
+    warmup_updates = int(round(float(opt["warmup_ratio"]) * total_updates))
+    step_scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda update: (
+            (update + 1) / max(1, warmup_updates)
+            if update < warmup_updates
+            else max(0.0, (total_updates - update) / max(1, total_updates - warmup_updates))
+        ),
+    )
+    eval_loader = make_loader(tensors("dev"), ctx.eval_batch_size, False, None, ctx.loader_kwargs)
+    threshold = float(settings["threshold"])
+
+    def loss_fn(model, batch):
+        out = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        )
+        return out.loss, {}
+
+    def evaluate(model, loader, ctx):
+        logits, labels, loss_sum, n = [], [], torch.zeros((), device=ctx.torch_device), 0
+        for batch in loader:
+            batch = {k: v.to(ctx.torch_device, non_blocking=True) for k, v in batch.items()}
+            out = model(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                labels=batch["labels"],
+            )
+            loss_sum += out.loss.float() * len(batch["labels"])
+            logits.append(out.logits.float())
+            labels.append(batch["labels"])
+            n += len(batch["labels"])
+        # One transfer at the end: the predictions leave the device once.
+        return {
+            "outputs": (torch.cat(logits).cpu(), torch.cat(labels).cpu(), (loss_sum / n).item()),
+            "samples": n,
+        }
+
+    def score(outputs) -> dict:
+        logits, labels, loss = outputs
+        predictions = (torch.sigmoid(logits) >= threshold).numpy().astype(int)
+        metrics = multilabel_metrics(labels.numpy().astype(int), predictions, label_names)
+        metrics["loss"] = loss
+        return metrics
+
+    parts = TrainingParts(
+        model=model,
+        optimizer=optimizer,
+        train_loader=train_loader,
+        eval_loader=eval_loader,
+        loss_fn=loss_fn,
+        evaluate=evaluate,
+        score=score,
+        step_scheduler=step_scheduler,
+        primary_metric="micro_f1",
+        model_name=settings["model"].get("pretrained")
+        or "DistilBERT (DistilBertConfig, random init)",
+        extra_settings={
+            "max_length": int(meta["max_length"]),
+            "threshold": threshold,
+            "fused_adamw": fused,
+            "learning_rate": opt["lr"],
+            "lr_schedule": f"linear warm-up over {warmup_updates} of {total_updates} updates, then linear decay",
+            "data": {
+                k: meta[k]
+                for k in (
+                    "source",
+                    "n_train",
+                    "n_dev",
+                    "label_names",
+                    "truncated_fraction",
+                    "tokenizer",
+                    "vocab_size",
+                )
+            },
+        },
+    )
+    result = run_training(parts, ctx)
+    best = result["task"]["best_epoch"]
+    if best is not None:
+        best_metrics = result["epochs"][best - 1]["eval_metrics"]
+        result["task"].update(
+            {
+                "per_label": best_metrics["per_label"],
+                "micro_f1": best_metrics["micro_f1"],
+                "macro_f1": best_metrics["macro_f1"],
+                "threshold": threshold,
+            }
+        )
+    return result
