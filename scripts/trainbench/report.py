@@ -24,7 +24,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 def fmt_num(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+    if isinstance(value, int) or (
+        isinstance(value, float) and value.is_integer() and abs(value) < 1e15
+    ):
         return f"{int(value):,}"
     value = float(value)
     magnitude = math.floor(math.log10(abs(value)))

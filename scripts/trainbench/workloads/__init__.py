@@ -21,6 +21,11 @@ class WorkloadInfo:
 WORKLOADS: dict[str, WorkloadInfo] = {
     "image_cnn": WorkloadInfo("trainbench.workloads.image_cnn", "training", True, "002"),
     "matmul": WorkloadInfo("trainbench.workloads.matmul", "microbenchmark", False, "004"),
+    "text_multilabel": WorkloadInfo(
+        "trainbench.workloads.text_multilabel", "training", True, "000"
+    ),
+    "two_tower": WorkloadInfo("trainbench.workloads.two_tower", "training", True, "003"),
+    "clip": WorkloadInfo("trainbench.workloads.clip", "training", True, "004"),
 }
 
 
