@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.trainbench-installed
 
-.PHONY: setup report test lint clean
+.PHONY: setup report test lint clean rerun-failed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,3 +30,7 @@ lint: $(STAMP)
 
 clean:
 	rm -rf results/* .snakemake
+
+# Rerun exactly the failed cells (all devices, or DEVICE=mps) and rebuild what depends on them.
+rerun-failed: $(STAMP)
+	$(BIN)/snakemake --cores 1 results/report.md --forcerun $$($(BIN)/python scripts/failed_runs.py $(if $(DEVICE),--device $(DEVICE)))

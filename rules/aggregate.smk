@@ -2,15 +2,39 @@ rule aggregate:
     """Records -> tables. Reads only metrics.json files; nothing is typed in."""
     input:
         records=run_records(),
+        included=included_records(),
     output:
         runs="results/tables/runs.csv",
         matmul="results/tables/matmul.csv",
         epochs="results/tables/epochs.csv",
-        per_label="results/tables/per_label.csv",
+        per_label_runs="results/tables/per_label_runs.csv",
         environments="results/tables/environments.csv",
+        skipped="results/tables/skipped.csv",
     log:
         "results/logs/aggregate.log",
+    params:
+        skip_invalid=config["aggregate"]["skip_invalid_records"],
     conda:
         "../envs/trainbench.yaml"
     script:
         "../scripts/aggregate.py"
+
+
+rule analysis_tables:
+    """Speedup and eval speed with bootstrap CIs, stability, per-label, parity, memory,
+    crossover and collapse tables: CSV for tools, Markdown for people."""
+    input:
+        runs="results/tables/runs.csv",
+        epochs="results/tables/epochs.csv",
+        per_label_runs="results/tables/per_label_runs.csv",
+        matmul="results/tables/matmul.csv",
+    output:
+        expand("results/tables/{name}.{ext}", name=ANALYSIS_TABLES, ext=("csv", "md")),
+    log:
+        "results/logs/analysis_tables.log",
+    params:
+        baseline=config["report"]["baseline_device"],
+    conda:
+        "../envs/trainbench.yaml"
+    script:
+        "../scripts/analysis_tables.py"

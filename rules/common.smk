@@ -8,6 +8,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from trainbench import config as tbconfig  # noqa: E402
+from trainbench.analysis import ANALYSIS_TABLES  # noqa: E402
 from trainbench.workloads import info as workload_info  # noqa: E402
 
 try:
@@ -84,3 +85,11 @@ def cell_threads(wildcards):
     if variant.backend != "cpu":
         return 1
     return variant.threads or workflow.cores
+
+
+def included_records():
+    """Records of other machines' results folders (aggregate.include_results)."""
+    found = []
+    for folder in config["aggregate"]["include_results"]:
+        found += sorted(str(p) for p in Path(folder).glob("runs/*/*/bs*/rep*/metrics.json"))
+    return found

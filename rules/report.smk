@@ -3,7 +3,7 @@ rule workload_report:
     input:
         runs="results/tables/runs.csv",
         epochs="results/tables/epochs.csv",
-        per_label="results/tables/per_label.csv",
+        per_label_runs="results/tables/per_label_runs.csv",
         environments="results/tables/environments.csv",
         template=str(TEMPLATES / "workload_report.md.j2"),
     output:
@@ -24,6 +24,7 @@ rule report:
         runs="results/tables/runs.csv",
         matmul="results/tables/matmul.csv",
         environments="results/tables/environments.csv",
+        skipped="results/tables/skipped.csv",
         workload_reports=expand("results/reports/{workload}.md", workload=REPORTED_WORKLOADS),
         template=str(TEMPLATES / "report.md.j2"),
     output:

@@ -15,6 +15,7 @@ from trainbench.config import (
     expand_matrix,
     faults_for,
     find_variant,
+    iter_device_ids,
     validate_config,
 )
 
@@ -23,7 +24,7 @@ def test_repo_config_validates(repo_root):
     with open(repo_root / "config.yaml") as fh:
         config = yaml.safe_load(fh)
     validated = validate_config(config)
-    assert set(validated["workloads"]) == {"image_cnn", "matmul", "text_multilabel"}
+    assert {"image_cnn", "matmul", "text_multilabel"} <= set(validated["workloads"])
     assert validated["device_settings"]["mps"]["memory_fraction"] == 0.8
     assert expand_matrix(validated)
 
@@ -364,3 +365,15 @@ def test_faults_for_matches_cell(schema_defaults_config, monkeypatch):
     assert faults_for(config, Cell("image_cnn", "cpu", 8, 0)) == []
     assert faults_for(config, Cell("image_cnn", "cpu", 8, 1)) == [dict(FAULT, rep=1)]
     assert len(faults_for(config, Cell("image_cnn", "cpu", 99, 1))) == 2
+
+
+def test_workload_cpu_threads_make_thread_devices_for_that_workload_only(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["workloads"]["image_cnn"]["cpu_threads"] = [1, 2]
+    config = validate_config(config)
+    devices = {(c.workload, c.device) for c in expand_matrix(config)}
+    assert {d for w, d in devices if w == "image_cnn"} == {"cpu-t1", "cpu-t2"}
+    assert {d for w, d in devices if w == "matmul"} == {"cpu"}
+    assert list(iter_device_ids(config)) == ["cpu-t1", "cpu-t2", "cpu"]
+    assert cell_spec(config, Cell("image_cnn", "cpu-t1", 8, 0))["device_settings"]["threads"] == 1
+    assert cell_spec(config, Cell("matmul", "cpu", 1, 0))["device_settings"]["threads"] is None

@@ -65,7 +65,7 @@ def test_tiny_text_workload_report(tmp_path):
     # The shared data artifact: one tokenizer for every device and repeat.
     data = workflow / "results" / "data" / "text_multilabel"
     assert (data / "tokenizer" / "tokenizer.json").exists()
-    with open(workflow / "results/tables/per_label.csv", newline="") as fh:
+    with open(workflow / "results/tables/per_label_runs.csv", newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["workload"] == "text_multilabel"]
     assert sorted(r["label"] for r in rows) == sorted(PROPOSAL_LABELS)
 

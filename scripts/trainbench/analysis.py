@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .records import atomic_write_text, read_record
+from .records import RecordError, atomic_write_text, read_record
 
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
@@ -22,7 +22,7 @@ RUN_COLUMNS = [
     "samples_per_s", "eval_samples_per_s", "epoch_seconds_median", "warmup_seconds", "warmup_steps",
     "step_p50_s", "step_p90_s", "step_cv", "data_wait_per_step_s",
     "primary_metric", "final_metric", "best_metric", "best_epoch", "final_loss",
-    "memory_initial_bytes", "memory_peak_bytes", "memory_method",
+    "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
     "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
@@ -80,6 +80,7 @@ def run_row(record: dict, source: str) -> dict:
         "memory_initial_bytes": _get(result, "memory", "device", "initial_bytes"),
         "memory_peak_bytes": _get(result, "memory", "device", "peak_bytes"),
         "memory_method": _get(result, "memory", "device", "method"),
+        "memory_limit_bytes": _get(result, "memory", "limit_bytes"),
         "torch_threads": settings.get("torch_threads"),
         "autocast_dtype": _get(settings, "amp", "dtype"),
         "grad_scaler": _get(settings, "amp", "scaler"),
@@ -127,6 +128,7 @@ def _cell_keys(record: dict) -> dict:
         "device": cell["device"],
         "batch_size": cell["batch_size"],
         "rep": cell["rep"],
+        "host": (record.get("environment") or {}).get("host"),
     }
 
 
@@ -217,9 +219,32 @@ def environment_row(record: dict) -> dict:
     }
 
 
-def load_records(paths: Iterable[str | os.PathLike]) -> list[tuple[str, dict]]:
-    """Read and validate every record; a bad file stops aggregation, named."""
-    return [(str(path), read_record(path)) for path in paths]
+def load_records(
+    paths: Iterable[str | os.PathLike], skip_invalid: bool = False
+) -> tuple[list[tuple[str, dict]], list[dict]]:
+    """Read and validate every record. A bad file (truncated, corrupted, foreign or
+    of another schema version) stops aggregation with the file named, or, with
+    ``skip_invalid``, is left out and listed in the returned ``skipped``."""
+    records, skipped = [], []
+    for path in paths:
+        try:
+            records.append((str(path), read_record(path)))
+        except RecordError as error:
+            if not skip_invalid:
+                raise
+            skipped.append({"record": str(path), "reason": str(error)})
+    return records, skipped
+
+
+def label_machines(tables: dict[str, pd.DataFrame]) -> None:
+    """Records from several machines (merged results folders, cluster nodes) are
+    never averaged together: their device becomes ``device@host``."""
+    runs = tables["runs"]
+    if runs.empty or runs["host"].nunique(dropna=True) <= 1:
+        return
+    for frame in tables.values():
+        if not frame.empty and {"device", "host"} <= set(frame.columns):
+            frame["device"] = frame["device"].astype(str) + "@" + frame["host"].astype(str)
 
 
 def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
@@ -231,21 +256,26 @@ def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
     if not env.empty:
         env = env.drop_duplicates().sort_values(["host", "device"]).reset_index(drop=True)
     runs = runs.sort_values(["workload", "device", "batch_size", "rep"]).reset_index(drop=True)
-    return {
+    tables = {
         "runs": runs,
         "matmul": matmul,
         "epochs": epochs,
-        "per_label": per_label,
+        "per_label_runs": per_label,
         "environments": env,
     }
+    label_machines(tables)
+    return tables
 
 
 def write_tables(
-    record_paths: Iterable[str], outputs: Mapping[str, str]
+    record_paths: Iterable[str], outputs: Mapping[str, str], skip_invalid: bool = False
 ) -> dict[str, pd.DataFrame]:
-    tables = build_tables(load_records(record_paths))
+    records, skipped = load_records(record_paths, skip_invalid)
+    tables = build_tables(records)
+    tables["skipped"] = pd.DataFrame(skipped, columns=["record", "reason"])
     for name, frame in tables.items():
-        atomic_write_text(outputs[name], frame.to_csv(index=False))
+        if name in outputs.keys():  # noqa: SIM118 - `in` on a Snakemake Namedlist tests values
+            atomic_write_text(outputs[name], frame.to_csv(index=False))
     return tables
 
 
@@ -274,10 +304,20 @@ def baseline_device(runs: pd.DataFrame, requested: str | None = None) -> str | N
 
 def throughput_summary(runs: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
     """Median training/eval throughput over ok repeats per workload x device x batch size,
-    and the speedup vs the baseline device (ratio of medians)."""
+    and the speedup vs the baseline device (ratio of medians). With no baseline
+    given, each workload is compared with its own CPU baseline (thread-count
+    variants such as cpu-t4 differ between workloads)."""
     ok = runs[(runs["status"] == "ok") & runs["samples_per_s"].notna()]
     if ok.empty:
         return pd.DataFrame()
+    if baseline is None:
+        parts = []
+        for workload in sorted(ok["workload"].unique()):
+            of_workload = runs[runs["workload"] == workload]
+            base = baseline_device(of_workload)
+            if base is not None:
+                parts.append(throughput_summary(of_workload, base))
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     grouped = ok.groupby(["workload", "device", "batch_size"])
     summary = grouped.agg(
         repeats=("rep", "count"),
@@ -341,3 +381,66 @@ def cells_needing_attention(runs: pd.DataFrame) -> pd.DataFrame:
 
 def write_markdown_table(frame: pd.DataFrame, path: str | Path) -> None:
     atomic_write_text(path, frame.to_markdown(index=False) + "\n")
+
+
+# ----------------------------------------------------------------------------- analysis tables
+
+ANALYSIS_TABLES = (
+    "speedup",
+    "eval_speed",
+    "stability",
+    "per_label",
+    "parity",
+    "memory",
+    "crossover",
+    "collapse",
+)
+
+
+def analysis_tables(
+    runs: pd.DataFrame,
+    epochs: pd.DataFrame,
+    per_label_runs: pd.DataFrame,
+    matmul: pd.DataFrame,
+    baseline: str | None = None,
+) -> dict[str, pd.DataFrame]:
+    """The published tables (speedup with CIs, stability, parity...), each workload
+    against its own baseline device unless ``baseline`` names one."""
+    from . import stats
+
+    per_workload: dict[str, list[pd.DataFrame]] = {
+        name: [] for name in ("speedup", "eval_speed", "per_label", "parity")
+    }
+    crossover = []
+    for workload in sorted(runs["workload"].unique()) if not runs.empty else []:
+        of_workload = runs[runs["workload"] == workload]
+        base = baseline_device(of_workload, baseline)
+        per_workload["speedup"].append(stats.speedup_table(of_workload, base))
+        per_workload["eval_speed"].append(
+            stats.speedup_table(of_workload, base, value="eval_samples_per_s")
+        )
+        per_workload["parity"].append(stats.parity_table(of_workload, base))
+        if not per_label_runs.empty:
+            rows = per_label_runs[per_label_runs["workload"] == workload]
+            per_workload["per_label"].append(stats.per_label_table(rows, base))
+        if not matmul.empty and workload in set(matmul["workload"]):
+            crossover.append(
+                stats.crossover_table(matmul[matmul["workload"] == workload], None, base)
+            )
+        elif of_workload["samples_per_s"].notna().any():
+            crossover.append(stats.crossover_table(None, of_workload, base))
+
+    def joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    return {
+        "speedup": joined(per_workload["speedup"]),
+        "eval_speed": joined(per_workload["eval_speed"]),
+        "stability": stats.stability_table(runs, epochs if not epochs.empty else None),
+        "per_label": joined(per_workload["per_label"]),
+        "parity": joined(per_workload["parity"]),
+        "memory": stats.memory_table(runs),
+        "crossover": joined(crossover),
+        "collapse": stats.collapse_table(runs),
+    }

@@ -177,6 +177,12 @@ def semantic_problems(config: dict) -> list[str]:
                 "installed. Fix: `pip install -e .[vision]` (needs a torchvision build that "
                 "matches your torch), or use source synthetic, digits or mnist_idx."
             )
+    for i, folder in enumerate(config.get("aggregate", {}).get("include_results", [])):
+        if not (Path(folder) / "runs").is_dir():
+            problems.append(
+                f"`aggregate.include_results[{i}]` = {folder!r} has no runs/ folder. "
+                "Fix: name a results folder written by trainbench (it holds runs/)."
+            )
     faults = config.get("fault_injection") or []
     if faults and not (config["launcher"]["allow_fault_injection"] or _faults_allowed_by_env()):
         problems.append(
@@ -250,12 +256,22 @@ class Cell:
         return f"{self.workload}/{self.device}/bs{self.batch_size}/rep{self.rep}"
 
 
-def device_variants(config: dict, backends: Iterable[str] | None = None) -> list[DeviceVariant]:
+def device_variants(
+    config: dict, backends: Iterable[str] | None = None, workload: str | None = None
+) -> list[DeviceVariant]:
+    """The device columns of the matrix. CPU thread counts come from the workload's
+    ``cpu_threads`` if set, else ``device_settings.cpu.threads``; several counts
+    give one device per count (cpu-t4, cpu-t16)."""
     wanted = list(backends) if backends is not None else config["devices"]
     variants: list[DeviceVariant] = []
     for backend in wanted:
         if backend == "cpu":
             threads = config["device_settings"]["cpu"]["threads"]
+            if (
+                workload is not None
+                and config["workloads"][workload].get("cpu_threads") is not None
+            ):
+                threads = config["workloads"][workload]["cpu_threads"]
             if isinstance(threads, list) and len(threads) > 1:
                 variants += [DeviceVariant(f"cpu-t{n}", "cpu", n) for n in threads]
             else:
@@ -281,7 +297,7 @@ def expand_matrix(config: dict) -> list[Cell]:
     cells = []
     for workload in enabled_workloads(config):
         wl = config["workloads"][workload]
-        for variant in device_variants(config, wl.get("devices")):
+        for variant in device_variants(config, wl.get("devices"), workload):
             for bs in batch_sizes_for(config, workload, variant):
                 for rep in range(wl.get("repeats") or config["repeats"]):
                     cells.append(Cell(workload, variant.id, bs, rep))
@@ -290,17 +306,32 @@ def expand_matrix(config: dict) -> list[Cell]:
 
 def iter_device_ids(config: dict) -> Iterator[str]:
     seen = set()
-    for variant in device_variants(config):
-        if variant.id not in seen:
-            seen.add(variant.id)
-            yield variant.id
+    for workload in enabled_workloads(config):
+        wl = config["workloads"][workload]
+        for variant in device_variants(config, wl.get("devices"), workload):
+            if variant.id not in seen:
+                seen.add(variant.id)
+                yield variant.id
 
 
 def find_variant(config: dict, device_id: str) -> DeviceVariant:
-    for variant in device_variants(config):
-        if variant.id == device_id:
-            return variant
-    raise ConfigError(f"device {device_id!r} is not in this config's matrix")
+    """The variant a device id names: cpu-t4 is the CPU with 4 threads."""
+    backend, _, suffix = device_id.partition("-")
+    if backend not in BACKENDS or (
+        suffix and not (backend == "cpu" and suffix[1:].isdigit() and suffix[0] == "t")
+    ):
+        raise ConfigError(f"device {device_id!r} is not a device id (cpu, cpu-t<N>, mps, cuda)")
+    if backend != "cpu":
+        return DeviceVariant(backend, backend)
+    if suffix:
+        return DeviceVariant(device_id, "cpu", int(suffix[1:]))
+    threads = config["device_settings"]["cpu"]["threads"]
+    if isinstance(threads, list) and len(threads) > 1 and "cpu" not in set(iter_device_ids(config)):
+        raise ConfigError(
+            f"device 'cpu' is not in this config's matrix: device_settings.cpu.threads {threads} "
+            "makes one device per count (cpu-t<N>)"
+        )
+    return DeviceVariant("cpu", "cpu", threads[0] if isinstance(threads, list) else threads)
 
 
 def faults_for(config: dict, cell: Cell) -> list[dict]:

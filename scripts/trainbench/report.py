@@ -96,13 +96,14 @@ def _for_workload(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
     return frame[frame["workload"] == workload].dropna(axis=1, how="all")
 
 
-def training_verdicts(summary: pd.DataFrame, baseline: str | None) -> list[str]:
-    """One sentence per accelerator and workload, computed from the summary."""
+def training_verdicts(summary: pd.DataFrame, baselines: Mapping[str, str | None]) -> list[str]:
+    """One sentence per non-baseline device and workload, computed from the summary."""
     lines = []
-    if summary.empty or baseline is None or "speedup" not in summary:
+    if summary.empty or "speedup" not in summary:
         return lines
     for (workload, device), group in summary.groupby(["workload", "device"]):
-        if device == baseline or group["speedup"].isna().all():
+        baseline = baselines.get(workload)
+        if baseline is None or device == baseline or group["speedup"].isna().all():
             continue
         best = group.loc[group["speedup"].idxmax()]
         worst = group.loc[group["speedup"].idxmin()]
@@ -141,7 +142,8 @@ def render_report(inputs: Mapping[str, str], output: str, baseline: str | None =
     matmul = analysis.read_table(inputs["matmul"])
     environments = analysis.read_table(inputs["environments"])
     base = analysis.baseline_device(runs, baseline) if not runs.empty else None
-    throughput = analysis.throughput_summary(runs, base) if not runs.empty else pd.DataFrame()
+    # Each workload against its own CPU baseline unless the config names one.
+    throughput = analysis.throughput_summary(runs, baseline) if not runs.empty else pd.DataFrame()
     mm = analysis.matmul_summary(matmul, base)
     attention = analysis.cells_needing_attention(runs) if not runs.empty else pd.DataFrame()
 
@@ -155,6 +157,7 @@ def render_report(inputs: Mapping[str, str], output: str, baseline: str | None =
                 "kind": info.kind if info else "training",
                 "seed": info.seed if info else "?",
                 "counts": wl_runs["status"].value_counts().to_dict(),
+                "baseline": analysis.baseline_device(wl_runs, baseline),
                 "throughput": _records_of(throughput[throughput["workload"] == name])
                 if not throughput.empty
                 else [],
@@ -175,13 +178,16 @@ def render_report(inputs: Mapping[str, str], output: str, baseline: str | None =
         n_records=len(runs),
         status_counts=runs["status"].value_counts().to_dict() if not runs.empty else {},
         workloads=workloads,
-        verdicts=training_verdicts(throughput, base),
+        verdicts=training_verdicts(throughput, {wl["name"]: wl["baseline"] for wl in workloads}),
         matmul=_records_of(mm),
         matmul_devices=sorted(mm["device"].unique()) if not mm.empty else [],
         crossover=matmul_crossover(mm, base),
         attention=_records_of(attention),
         environments=_records_of(environments),
         commits=sorted(set(runs["git_commit"].dropna())) if not runs.empty else [],
+        skipped=_records_of(analysis.read_table(inputs["skipped"]))
+        if inputs.get("skipped")
+        else [],
     )
     atomic_write_text(output, text)
     return text
@@ -293,9 +299,9 @@ def render_workload_report(
     runs_all = analysis.read_table(inputs["runs"])
     runs = runs_all[runs_all["workload"] == workload] if not runs_all.empty else runs_all
     epochs = _for_workload(analysis.read_table(inputs["epochs"]), workload)
-    per_label = _for_workload(analysis.read_table(inputs["per_label"]), workload)
+    per_label = _for_workload(analysis.read_table(inputs["per_label_runs"]), workload)
     environments = analysis.read_table(inputs["environments"])
-    base = analysis.baseline_device(runs_all, baseline) if not runs_all.empty else None
+    base = analysis.baseline_device(runs, baseline) if not runs.empty else None
     throughput = analysis.throughput_summary(runs, base) if not runs.empty else pd.DataFrame()
     ok = runs[runs["status"] == "ok"] if not runs.empty else runs
 

@@ -369,7 +369,7 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             ),
             "method": "wall clock of evaluate(), device synchronized at both edges",
         },
-        "memory": {"device": memory.as_dict()},
+        "memory": {"device": memory.as_dict(), "limit_bytes": dev.memory_limit_bytes()},
         "verification": verification,
         "task": {
             "primary_metric": metric,

@@ -82,6 +82,6 @@ def run(ctx: RunContext) -> dict:
             "torch.utils.benchmark.Timer.blocked_autorange with a timer that synchronizes the "
             "device before each clock read; median and IQR over blocks"
         ),
-        "memory": {"device": memory.as_dict()},
+        "memory": {"device": memory.as_dict(), "limit_bytes": dev.memory_limit_bytes()},
         "task": None,
     }

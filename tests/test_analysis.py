@@ -1,0 +1,154 @@
+"""Records -> tables: numbers recomputed independently from the JSON, merged
+machines kept apart, bad files named (or skipped when the config says so)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from trainbench import analysis
+from trainbench.records import RecordError, write_record
+
+REPO = Path(__file__).resolve().parents[1]
+MEASURED = REPO / "docs" / "measured" / "2026-11-22-h200-gpu-smoke" / "records.tgz"
+
+
+def record(workload="image_cnn", device="cpu", bs=32, rep=0, host="a", rate=100.0, status="ok"):
+    base = {
+        "schema_version": 1,
+        "status": status,
+        "cell": {"workload": workload, "device": device, "batch_size": bs, "rep": rep},
+        "backend": device.split("-")[0],
+        "attempts": [{"attempt": 1, "status": status}],
+        "environment": {"host": host, "torch_version": "2.13.0"},
+        "spec": {},
+    }
+    if status == "ok":
+        base["result"] = {
+            "kind": "training",
+            "timed": {"samples": rate * 10, "seconds": 10.0, "samples_per_s": rate},
+            "epochs": [],
+            "task": {"primary_metric": "accuracy", "final": 0.9},
+        }
+    elif status == "unavailable":
+        base["reason"] = "absent"
+    else:
+        base["error"] = {"class": "signal"}
+    return base
+
+
+def write(tmp_path, name, rec) -> str:
+    path = tmp_path / name / "metrics.json"
+    write_record(path, rec)
+    return str(path)
+
+
+@pytest.fixture
+def gpu_records(tmp_path):
+    with tarfile.open(MEASURED) as tar:
+        tar.extractall(tmp_path, filter="data")
+    paths = sorted((tmp_path / "results" / "runs").rglob("metrics.json"))
+    assert paths, "the committed GPU records are missing"
+    return paths
+
+
+def test_tables_recomputed_independently_from_the_json(gpu_records):
+    """Every number of the throughput summary, recomputed by hand from the records."""
+    records, skipped = analysis.load_records(gpu_records)
+    assert not skipped
+    tables = analysis.build_tables(records)
+    summary = analysis.throughput_summary(tables["runs"], "cpu")
+
+    rates = defaultdict(list)
+    evals = defaultdict(list)
+    for path in gpu_records:
+        raw = json.loads(Path(path).read_text())
+        if raw["status"] != "ok" or raw["result"]["kind"] != "training":
+            continue
+        timed = raw["result"]["timed"]
+        assert timed["samples_per_s"] == pytest.approx(timed["samples"] / timed["seconds"])
+        key = (raw["cell"]["workload"], raw["cell"]["device"], raw["cell"]["batch_size"])
+        rates[key].append(timed["samples"] / timed["seconds"])
+        ev = raw["result"]["eval"]
+        evals[key].append(ev["samples"] / ev["seconds"])
+    assert len(summary) == len(rates)
+    for row in summary.itertuples():
+        key = (row.workload, row.device, row.batch_size)
+        assert row.samples_per_s == pytest.approx(statistics.median(rates[key]))
+        assert row.eval_samples_per_s == pytest.approx(statistics.median(evals[key]), rel=1e-9)
+        base = statistics.median(rates[(row.workload, "cpu", row.batch_size)])
+        assert row.speedup == pytest.approx(statistics.median(rates[key]) / base)
+
+    mm = analysis.matmul_summary(tables["matmul"], "cpu")
+    by_cell = defaultdict(list)
+    for path in gpu_records:
+        raw = json.loads(Path(path).read_text())
+        if raw["status"] == "ok" and raw["result"]["kind"] == "microbenchmark":
+            for size in raw["result"]["sizes"]:
+                assert size["gflops"] == pytest.approx(2 * size["n"] ** 3 / size["median_s"] / 1e9)
+                by_cell[(raw["cell"]["device"], size["n"])].append(size["median_s"])
+    for row in mm.itertuples():
+        assert row.median_s == pytest.approx(statistics.median(by_cell[(row.device, row.n)]))
+        assert row.speedup == pytest.approx(
+            statistics.median(by_cell[("cpu", row.n)])
+            / statistics.median(by_cell[(row.device, row.n)])
+        )
+
+
+def test_records_of_several_hosts_are_never_averaged_together(tmp_path):
+    paths = [
+        write(tmp_path, "a0", record(host="linux-box", rate=100.0)),
+        write(tmp_path, "a1", record(host="linux-box", rep=1, rate=110.0)),
+        write(tmp_path, "b0", record(host="mac-mini", rate=50.0)),
+        write(tmp_path, "b1", record(device="mps", host="mac-mini", rate=300.0)),
+    ]
+    records, _ = analysis.load_records(paths)
+    runs = analysis.build_tables(records)["runs"]
+    assert set(runs["device"]) == {"cpu@linux-box", "cpu@mac-mini", "mps@mac-mini"}
+    summary = analysis.throughput_summary(runs, "cpu@mac-mini")
+    medians = dict(zip(summary["device"], summary["samples_per_s"], strict=True))
+    assert medians == {"cpu@linux-box": 105.0, "cpu@mac-mini": 50.0, "mps@mac-mini": 300.0}
+    assert summary.set_index("device").loc["mps@mac-mini", "speedup"] == pytest.approx(6.0)
+
+
+def test_one_host_keeps_plain_device_names(tmp_path):
+    paths = [
+        write(tmp_path, "a", record()),
+        write(tmp_path, "b", record(device="cuda", status="unavailable")),
+    ]
+    records, _ = analysis.load_records(paths)
+    assert set(analysis.build_tables(records)["runs"]["device"]) == {"cpu", "cuda"}
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ('{"schema_version": 1, "status": "ok", "cell": {', "not valid JSON"),
+        ("[1, 2, 3]", "not a trainbench metrics record"),
+        (json.dumps(record() | {"schema_version": 7}), "schema_version 7"),
+    ],
+)
+def test_bad_record_stops_aggregation_naming_the_file(tmp_path, content, fragment):
+    good = write(tmp_path, "good", record())
+    bad = tmp_path / "bad" / "metrics.json"
+    bad.parent.mkdir()
+    bad.write_text(content)
+    outputs = {
+        name: str(tmp_path / f"{name}.csv")
+        for name in ("runs", "matmul", "epochs", "per_label_runs", "environments", "skipped")
+    }
+    with pytest.raises(RecordError, match=fragment) as info:
+        analysis.write_tables([good, str(bad)], outputs)
+    assert str(bad) in str(info.value)
+    assert not Path(outputs["runs"]).exists()  # nothing half-written
+
+    tables = analysis.write_tables([good, str(bad)], outputs, skip_invalid=True)
+    assert len(tables["runs"]) == 1
+    skipped = pd.read_csv(outputs["skipped"])
+    assert skipped["record"].tolist() == [str(bad)]
+    assert fragment in skipped["reason"].iloc[0]
