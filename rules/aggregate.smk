@@ -12,10 +12,10 @@ rule aggregate:
         skipped="results/tables/skipped.csv",
     log:
         "results/logs/aggregate.log",
-    params:
-        skip_invalid=config["aggregate"]["skip_invalid_records"],
     conda:
         "../envs/trainbench.yaml"
+    params:
+        skip_invalid=config["aggregate"]["skip_invalid_records"],
     script:
         "../scripts/aggregate.py"
 
@@ -32,9 +32,9 @@ rule analysis_tables:
         expand("results/tables/{name}.{ext}", name=ANALYSIS_TABLES, ext=("csv", "md")),
     log:
         "results/logs/analysis_tables.log",
-    params:
-        baseline=config["report"]["baseline_device"],
     conda:
         "../envs/trainbench.yaml"
+    params:
+        baseline=config["report"]["baseline_device"],
     script:
         "../scripts/analysis_tables.py"

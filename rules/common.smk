@@ -91,5 +91,7 @@ def included_records():
     """Records of other machines' results folders (aggregate.include_results)."""
     found = []
     for folder in config["aggregate"]["include_results"]:
-        found += sorted(str(p) for p in Path(folder).glob("runs/*/*/bs*/rep*/metrics.json"))
+        found += sorted(
+            str(p) for p in Path(folder).glob("runs/*/*/bs*/rep*/metrics.json")
+        )
     return found

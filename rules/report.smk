@@ -10,10 +10,10 @@ rule workload_report:
         "results/reports/{workload}.md",
     log:
         "results/logs/reports/{workload}.log",
-    params:
-        baseline=config["report"]["baseline_device"],
     conda:
         "../envs/trainbench.yaml"
+    params:
+        baseline=config["report"]["baseline_device"],
     script:
         "../scripts/workload_report.py"
 
@@ -25,15 +25,17 @@ rule report:
         matmul="results/tables/matmul.csv",
         environments="results/tables/environments.csv",
         skipped="results/tables/skipped.csv",
-        workload_reports=expand("results/reports/{workload}.md", workload=REPORTED_WORKLOADS),
+        workload_reports=expand(
+            "results/reports/{workload}.md", workload=REPORTED_WORKLOADS
+        ),
         template=str(TEMPLATES / "report.md.j2"),
     output:
         "results/report.md",
     log:
         "results/logs/report.log",
-    params:
-        baseline=config["report"]["baseline_device"],
     conda:
         "../envs/trainbench.yaml"
+    params:
+        baseline=config["report"]["baseline_device"],
     script:
         "../scripts/report.py"
