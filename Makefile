@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# recover.py only acts after a killed run: it removes a stale lock when no
+# Snakemake runs here (SIGINT/SIGTERM need nothing: rerun-incomplete reruns the cell).
 report: $(STAMP)
+	$(BIN)/python scripts/recover.py
 	$(BIN)/snakemake --cores 1 results/report.md
 
 test: $(STAMP)

@@ -18,6 +18,7 @@ validate(config, "scripts/trainbench/schemas/config.schema.yaml")
 include: "rules/data.smk"
 include: "rules/run.smk"
 include: "rules/aggregate.smk"
+include: "rules/figures.smk"
 include: "rules/report.smk"
 
 

@@ -17,6 +17,16 @@ except tbconfig.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 
+FIGURE_NAMES = [
+    "throughput",
+    "speedup",
+    "epoch_time",
+    "loss",
+    "per_label",
+    "matmul",
+    "memory",
+]
+
 # Paths inside the workflow's own tree (not the working directory).
 TEMPLATES = Path(workflow.basedir) / "scripts" / "trainbench" / "templates"
 
@@ -84,7 +94,15 @@ def cell_threads(wildcards):
     variant = tbconfig.find_variant(config, wildcards.device)
     if variant.backend != "cpu":
         return 1
+    if not config["launcher"]["exclusive_timing"]:
+        return variant.threads or 1
     return variant.threads or workflow.cores
+
+
+def timed_slots(wildcards):
+    """Every cell takes the one `timed_slot` (capped at 1 by the default profile),
+    unless launcher.exclusive_timing is false."""
+    return 1 if config["launcher"]["exclusive_timing"] else 0
 
 
 def included_records():

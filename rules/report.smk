@@ -5,9 +5,11 @@ rule workload_report:
         epochs="results/tables/epochs.csv",
         per_label_runs="results/tables/per_label_runs.csv",
         environments="results/tables/environments.csv",
+        analysis=expand("results/tables/{name}.csv", name=ANALYSIS_TABLES),
+        figures=expand("results/figures/{name}.png", name=FIGURE_NAMES),
         template=str(TEMPLATES / "workload_report.md.j2"),
     output:
-        "results/reports/{workload}.md",
+        report("results/reports/{workload}.md", category="Reports"),
     log:
         "results/logs/reports/{workload}.log",
     conda:
@@ -25,12 +27,14 @@ rule report:
         matmul="results/tables/matmul.csv",
         environments="results/tables/environments.csv",
         skipped="results/tables/skipped.csv",
+        analysis=expand("results/tables/{name}.csv", name=ANALYSIS_TABLES),
+        figures=expand("results/figures/{name}.png", name=FIGURE_NAMES),
         workload_reports=expand(
             "results/reports/{workload}.md", workload=REPORTED_WORKLOADS
         ),
         template=str(TEMPLATES / "report.md.j2"),
     output:
-        "results/report.md",
+        report("results/report.md", category="Reports"),
     log:
         "results/logs/report.log",
     conda:

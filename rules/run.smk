@@ -13,7 +13,7 @@ rule run_cell:
     threads: cell_threads
     resources:
         gpu=gpu_slots,
-        timed_slot=1,
+        timed_slot=timed_slots,
     params:
         spec=run_spec,
     script:

@@ -91,6 +91,35 @@ def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None
         time.sleep(0.05)
 
 
+class CellInterrupted(BaseException):
+    """The launcher itself was told to stop (Snakemake interrupted): no record is written."""
+
+
+@contextlib.contextmanager
+def _forward_stop_signals(proc: subprocess.Popen):
+    """The child runs in its own process group (so a kill can take all of it, and a
+    terminal's Ctrl-C does not reach it directly). When Snakemake stops this job,
+    stop the child's group too instead of leaving it running as an orphan that
+    would disturb the next run's timing."""
+
+    def stop(signum, frame):
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+        raise CellInterrupted(f"launcher stopped by {signal.Signals(signum).name}")
+
+    previous = {
+        sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
@@ -125,7 +154,8 @@ def run_attempt(spec: dict, attempt: int, log) -> dict:
                 start_new_session=True,
                 stdin=subprocess.DEVNULL,
             )
-            returncode, timed_out, child_rss = _wait(proc, float(spec["launcher"]["timeout_s"]))
+            with _forward_stop_signals(proc):
+                returncode, timed_out, child_rss = _wait(proc, float(spec["launcher"]["timeout_s"]))
         duration = time.perf_counter() - t0
         stderr_full = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
         stdout_full = stdout_path.read_text(errors="replace") if stdout_path.exists() else ""
@@ -148,6 +178,8 @@ def run_attempt(spec: dict, attempt: int, log) -> dict:
     outcome: dict = {
         "attempt": attempt,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "started_unix": started,
+        "ended_unix": started + duration,
         "duration_s": duration,
         "returncode": returncode,
         "signal": signal_name(returncode),

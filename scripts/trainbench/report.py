@@ -137,6 +137,43 @@ def matmul_crossover(summary: pd.DataFrame, baseline: str | None) -> list[str]:
     return lines
 
 
+# The published tables each report shows, with the columns a reader needs.
+REPORT_TABLE_COLUMNS = {
+    "speedup": ["workload", "batch_size", "device", "n", "median", "ci_low", "ci_high", "speedup",
+                "speedup_ci_low", "speedup_ci_high", "verdict"],
+    "eval_speed": ["workload", "batch_size", "device", "n", "median", "speedup", "speedup_ci_low",
+                   "speedup_ci_high", "verdict"],
+    "stability": ["workload", "device", "cells", "attempts", "ok_cells", "failed_cells", "unavailable_cells",
+                  "failed_by_class", "epoch_time_cv", "slowest_to_fastest", "unstable", "note"],
+    "parity": ["workload", "device", "batch_size", "parity", "rule"],
+    "memory": ["workload", "device", "batch_size", "memory_initial_bytes", "memory_peak_bytes", "memory_method"],
+    "crossover": ["kind", "workload", "device", "batch_size", "crossover", "finding"],
+    "collapse": ["workload", "device", "batch_size", "evidence"],
+}  # fmt: skip
+
+
+def published_tables(paths, workload: str | None = None) -> dict[str, str]:
+    """Markdown of the analysis tables (optionally one workload's rows)."""
+    from . import stats
+
+    out = {}
+    for path in paths or []:
+        name = Path(path).stem
+        if name not in REPORT_TABLE_COLUMNS:
+            continue
+        frame = analysis.read_table(path)
+        if workload is not None and not frame.empty and "workload" in frame:
+            frame = frame[frame["workload"] == workload].drop(columns=["workload"])
+        columns = [c for c in REPORT_TABLE_COLUMNS[name] if c in frame.columns]
+        out[name] = stats.to_markdown(frame[columns]) if not frame.empty else ""
+    return out
+
+
+def figure_links(paths, output: str) -> dict[str, str]:
+    """Relative links from the report to each figure, so the Markdown renders on GitHub."""
+    return {Path(p).stem: os.path.relpath(p, Path(output).parent) for p in paths or []}
+
+
 def render_report(inputs: Mapping[str, str], output: str, baseline: str | None = None) -> str:
     runs = analysis.read_table(inputs["runs"])
     matmul = analysis.read_table(inputs["matmul"])
@@ -188,6 +225,12 @@ def render_report(inputs: Mapping[str, str], output: str, baseline: str | None =
         skipped=_records_of(analysis.read_table(inputs["skipped"]))
         if inputs.get("skipped")
         else [],
+        tables=published_tables(inputs.get("analysis")),
+        table_links={
+            Path(p).stem: os.path.relpath(Path(p).with_suffix(".md"), Path(output).parent)
+            for p in inputs.get("analysis") or []
+        },
+        figures=figure_links(inputs.get("figures"), output),
     )
     atomic_write_text(output, text)
     return text
@@ -435,6 +478,8 @@ def render_workload_report(
         configuration=configuration,
         attention=_records_of(analysis.cells_needing_attention(runs)) if not runs.empty else [],
         environments=env_rows,
+        tables=published_tables(inputs.get("analysis"), workload),
+        figures=figure_links(inputs.get("figures"), output),
     )
     atomic_write_text(output, text)
     return text
