@@ -27,7 +27,7 @@ RUN_COLUMNS = [
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
-    "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1",
+    "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "torch_version", "git_commit", "config_hash", "record",
 ]  # fmt: skip
 
@@ -105,6 +105,7 @@ def run_row(record: dict, source: str) -> dict:
         "learning_rate": _get(result, "settings", "optimizer_options", "lr"),
         "max_length": _get(result, "settings", "max_length"),
         "optimizer": _get(result, "settings", "optimizer"),
+        "mining_seconds": _get(result, "mining", "seconds"),
         "micro_f1": _get(result, "task", "micro_f1"),
         "macro_f1": _get(result, "task", "macro_f1"),
         "host": env.get("host"),
@@ -330,6 +331,7 @@ def throughput_summary(runs: pd.DataFrame, baseline: str | None) -> pd.DataFrame
         final_metric=("final_metric", "median"),
         primary_metric=("primary_metric", "first"),
         peak_memory_bytes=("memory_peak_bytes", "median"),
+        mining_seconds=("mining_seconds", "median"),
     ).reset_index()
     if baseline is not None:
         base = summary[summary["device"] == baseline][

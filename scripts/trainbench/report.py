@@ -377,13 +377,15 @@ def render_workload_report(
             )
         )
 
-    epoch_table = []
+    epoch_table, epoch_metric_columns = [], []
     if not epochs.empty:
         metric_cols = [
             c
-            for c in ("eval_micro_f1", "eval_macro_f1", "eval_accuracy", "eval_loss")
-            if c in epochs
+            for c in epochs.columns
+            if c.startswith("eval_")
+            and c not in ("eval_seconds", "eval_samples_per_s", "eval_samples")
         ]
+        epoch_metric_columns = [c for c in metric_cols if c != "eval_loss"][:6]
         grouped = epochs.groupby(["device", "batch_size", "epoch"])
         epoch_table = _records_of(
             grouped.agg(
@@ -460,6 +462,7 @@ def render_workload_report(
         throughput=_records_of(throughput),
         checklists=checklists,
         epochs=epoch_table,
+        epoch_metrics=epoch_metric_columns,
         labels=label_table,
         aggregates=_records_of(
             ok.groupby(["device", "batch_size"])
