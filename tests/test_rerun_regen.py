@@ -35,7 +35,13 @@ def ran(tmp_path):
         devices=["cpu", "mps"],
         launcher={"max_attempts": 1, "allow_fault_injection": True, "progress": "never"},
         fault_injection=[
-            {"workload": "matmul", "device": "cpu", "fault": "sigabrt", "attempts": [1]}
+            {
+                "workload": "matmul",
+                "device": "cpu",
+                "batch_size": 1,
+                "fault": "sigabrt",
+                "attempts": [1],
+            }
         ],
     )
     config["workloads"]["matmul"]["batch_sizes"] = [1, 2]
