@@ -551,7 +551,9 @@ def _default_baseline(runs: pd.DataFrame) -> str | None:
     return baseline_device(runs)
 
 
-def speedup_table(runs: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFrame:
+def speedup_table(
+    runs: pd.DataFrame, baseline: str | Mapping[str, str], seed: int = 0
+) -> pd.DataFrame:
     """Speedup of each device over ``baseline`` per workload x batch size: median training
     samples/s ratio, with a 95% percentile-bootstrap CI (both devices' repeats resampled
     independently). Columns: workload, batch_size, device, dev_label, speedup, ci_low, ci_high,
@@ -567,11 +569,13 @@ def speedup_table(runs: pd.DataFrame, baseline: str, seed: int = 0) -> pd.DataFr
     ok = _labelled(ok, _fallback_pairs(runs))
     rows = []
     for (workload, size), group in ok.groupby(["workload", "batch_size"], sort=True):
-        base = group.loc[group["device"].astype(str) == baseline, "samples_per_s"].to_numpy(float)
+        # One baseline for all, or each workload's own (CPU thread variants differ).
+        wl_base = baseline.get(str(workload)) if isinstance(baseline, Mapping) else baseline
+        base = group.loc[group["device"].astype(str) == wl_base, "samples_per_s"].to_numpy(float)
         if base.size == 0:
             continue
         for label in device_order(group["dev_label"]):
-            if _base_device(label) == baseline:
+            if _base_device(label) == wl_base:
                 continue
             v = group.loc[group["dev_label"] == label, "samples_per_s"].to_numpy(float)
             low, high = _ratio_ci(v, base, seed)
@@ -599,15 +603,26 @@ def speedup_bars(
     ratio of medians, a dashed line at 1; one panel per workload."""
 
     def draw(st: _Style):
-        base = baseline or _default_baseline(runs)
-        title = st.title or (f"Training speedup vs {base}" if base else "Training speedup")
-        if base is None:
+        if baseline:
+            base: str | dict[str, str] | None = baseline
+            title = st.title or f"Training speedup vs {baseline}"
+        else:
+            # Each workload against its own CPU baseline, as the speedup table does.
+            base = {}
+            if _has(runs, "workload"):
+                for workload in _sorted_str(runs["workload"].dropna().unique()):
+                    wl_base = _default_baseline(runs[runs["workload"] == workload])
+                    if wl_base:
+                        base[workload] = wl_base
+            title = st.title or "Training speedup vs each workload's CPU baseline"
+        if not base:
             return _message(title, "no baseline device: no successful CPU runs to compare with", st)
         table = speedup_table(runs, base, st.seed)
+        base_name = base if isinstance(base, str) else "baseline"
         if table.empty:
             return _message(
                 title,
-                f"no workload x batch size with successful runs on both {base} and another device",
+                "no workload x batch size with successful runs on both the baseline and another device",
                 st,
             )
         workloads = _sorted_str(table["workload"])
@@ -674,13 +689,15 @@ def speedup_bars(
             ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
             ax.set_xlim(-0.6, len(sizes) - 0.4)
             ax.grid(axis="x", visible=False)
-            ax.set_title(workload)
+            ax.set_title(
+                f"{workload} (vs {base[workload]})" if isinstance(base, dict) else workload
+            )
             ax.set_xlabel("batch size")
-            ax.set_ylabel(f"speedup vs {base} (log scale)")
+            ax.set_ylabel(f"speedup vs {base_name} (log scale)")
         for ax in axes[len(workloads) :]:
             ax.set_axis_off()
         notes = [
-            f"bar: median samples/s over\nmedian {base} samples/s",
+            f"bar: median samples/s over\nmedian {base_name} samples/s",
             "whisker: 95% bootstrap CI",
             "dashed: 1× (no change)",
         ]
@@ -690,7 +707,7 @@ def speedup_bars(
         trained = trained[pd.to_numeric(trained["samples_per_s"], errors="coerce") > 0]
         unmatched = sorted(set(trained["workload"].astype(str)) - set(workloads))
         if unmatched:
-            notes.append(_wrap(f"no {base} runs to compare: {', '.join(unmatched)}", 28))
+            notes.append(_wrap(f"no {base_name} runs to compare: {', '.join(unmatched)}", 28))
         _figure_legend(fig, [_patch_handle(x) for x in labels], "device", notes)
         fig.suptitle(title)
         return fig
