@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,3 +108,33 @@ def backend_available(backend: str) -> bool:
         mps = getattr(torch.backends, "mps", None)
         return bool(mps is not None and mps.is_available())
     raise ValueError(backend)
+
+
+def failed_cells(workdir: str | os.PathLike, *args: str) -> list[str]:
+    """The failed cells' records, as `scripts/failed_runs.py` lists them for --forcerun."""
+    proc = subprocess.run(
+        [sys.executable, "scripts/failed_runs.py", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout.split()
+
+
+def rerun_failed(
+    workdir: str | os.PathLike, listed: list[str], launcher: dict, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """Rerun exactly ``listed`` with other launcher settings (a second config file:
+    launcher settings never rerun a cell by themselves)."""
+    write_config(Path(workdir) / "rerun.yaml", {"launcher": launcher})
+    return run_snakemake(
+        workdir,
+        "--cores", "1", "results/report.md", "--configfile", "rerun.yaml", "--forcerun", *listed,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def executed_rules(output: str) -> list[str]:
+    """Rules of the jobs a snakemake run finished, from its log."""
+    return re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)

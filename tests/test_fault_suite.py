@@ -3,13 +3,17 @@ others untouched, the report lists them, and rerun-failed reruns only them."""
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
-from helpers import copy_workflow, run_snakemake, tiny_config, write_config
+from helpers import (
+    copy_workflow,
+    executed_rules,
+    failed_cells,
+    rerun_failed,
+    run_snakemake,
+    tiny_config,
+    write_config,
+)
 from trainbench.records import read_record
 
 pytestmark = pytest.mark.e2e
@@ -89,42 +93,19 @@ def test_every_fault_in_one_matrix(tmp_path):
 
     # Rerun exactly the failed cells; the faults only hit attempt 1, so with two
     # attempts each failed cell now ends ok, and nothing else runs again.
-    listed = subprocess.run(
-        [sys.executable, "scripts/failed_runs.py"],
-        cwd=workflow,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    listed = failed_cells(workflow)
     assert sorted(listed) == sorted(expected)
-    # A second config file raises the attempts (launcher settings never rerun a cell by themselves).
-    write_config(
-        workflow / "rerun.yaml",
-        {
-            "launcher": {
-                "max_attempts": 2,
-                "retry_on": sorted(set(MATMUL_FAULTS.values()) | set(TRAINING_FAULTS.values())),
-                "allow_fault_injection": True,
-                "progress": "never",
-            }
-        },
-    )
-    again = run_snakemake(
-        workflow,
-        "--cores",
-        "1",
-        TARGET,
-        "--configfile",
-        "rerun.yaml",
-        "--forcerun",
-        *listed,
-        timeout=600,
-    )
+    classes = sorted(set(MATMUL_FAULTS.values()) | set(TRAINING_FAULTS.values()))
+    launcher = {
+        "max_attempts": 2,
+        "retry_on": classes,
+        "allow_fault_injection": True,
+        "progress": "never",
+    }
+    again = rerun_failed(workflow, listed, launcher)
     output = again.stdout + again.stderr
     assert again.returncode == 0, output[-5000:]
-    assert re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output).count("run_cell") == len(
-        expected
-    )
+    assert executed_rules(output).count("run_cell") == len(expected)
     for path in expected:
         record = read_record(workflow / path)
         assert record["status"] == "ok", (path, record.get("error"))

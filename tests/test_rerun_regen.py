@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-
 import pytest
-from helpers import copy_workflow, run_snakemake, tiny_config, write_config
+from helpers import (
+    copy_workflow,
+    executed_rules,
+    failed_cells,
+    rerun_failed,
+    run_snakemake,
+    tiny_config,
+    write_config,
+)
 from trainbench.records import read_record
 
 pytestmark = pytest.mark.e2e
@@ -21,10 +25,6 @@ def snapshot(workflow):
         p.relative_to(runs).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
         for p in sorted(runs.rglob("metrics.json"))
     }
-
-
-def executed_rules(output: str) -> list[str]:
-    return re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
 
 
 @pytest.fixture
@@ -58,36 +58,16 @@ def test_rerun_failed_replaces_only_failed_records(ran):
     assert read_record(failed)["status"] == "failed"
     assert read_record(failed)["error"]["class"] == "signal"
 
-    listed = subprocess.run(
-        [sys.executable, "scripts/failed_runs.py", "--device", "cpu"],
-        cwd=workflow,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    listed = failed_cells(workflow, "--device", "cpu")
     assert listed == ["results/runs/matmul/cpu/bs1/rep0/metrics.json"]
-    none_on_mps = subprocess.run(
-        [sys.executable, "scripts/failed_runs.py", "--device", "mps"],
-        cwd=workflow, capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    assert none_on_mps == []
+    assert failed_cells(workflow, "--device", "mps") == []
 
     # The second attempt is not faulted: the rerun gets an ok record.
-    # A second config file raises the attempts (launcher settings never rerun a cell by themselves).
-    write_config(
-        workflow / "rerun.yaml",
-        {"launcher": {"max_attempts": 2, "allow_fault_injection": True, "progress": "never"}},
-    )
-    proc = run_snakemake(
+    proc = rerun_failed(
         workflow,
-        "--cores",
-        "1",
-        TARGET,
-        "--configfile",
-        "rerun.yaml",
-        "--forcerun",
-        *listed,
-        timeout=300,
+        listed,
+        {"max_attempts": 2, "allow_fault_injection": True, "progress": "never"},
+        300,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
