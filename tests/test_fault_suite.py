@@ -30,6 +30,7 @@ MATMUL_FAULTS = {
     "mps_oom": "oom",
     "mps_unsupported_op": "unsupported_op",
     "mps_placeholder": "placement",
+    "compile_failed": "compile_failed",
 }
 TRAINING_FAULTS = {"nan_loss": "nan_loss", "silent_corruption": "accelerator_error"}
 

@@ -297,6 +297,8 @@ def baseline_device(runs: pd.DataFrame, requested: str | None = None) -> str | N
     if requested:
         return requested
     ok = runs[(runs["status"] == "ok") & (runs["backend"] == "cpu")]
+    # The baseline is plain eager PyTorch; compiled CPU columns are compared with it.
+    ok = ok[~ok["device"].astype(str).str.contains("-compile", regex=False)]
     if ok.empty:
         return None
     threads = ok.groupby("device")["torch_threads"].max().sort_values(ascending=False)

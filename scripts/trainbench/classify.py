@@ -1,7 +1,7 @@
 """Classify how a cell died, from what the child reported and what it left behind.
 
-Order (first match wins): oom -> unsupported_op -> dtype -> placement ->
-accelerator_error -> signal -> timeout -> nan_loss -> unknown. The patterns are
+Order (first match wins): oom -> compile_failed -> unsupported_op -> dtype ->
+placement -> accelerator_error -> signal -> timeout -> nan_loss -> unknown. The patterns are
 the messages PyTorch prints on CUDA and MPS (see docs/measurement-reference.md).
 """
 
@@ -48,6 +48,17 @@ ACCELERATOR_PATTERNS = (
     r"MPSNDArray",
     r"LLVM ERROR",
 )
+# torch.compile's exception classes (dynamo, inductor) and the loop's wrapper.
+COMPILE_ERROR_NAMES = frozenset(
+    {
+        "CompileFailedError",
+        "TorchDynamoException",
+        "BackendCompilerFailed",
+        "InductorError",
+        "Unsupported",
+    }
+)
+COMPILE_PATTERNS = (r"torch\.compile\(mode=", r"BackendCompilerFailed", r"InductorError")
 # Messages that mean "results are wrong" even though the run went on (pytorch#125954).
 SILENT_CORRUPTION_PATTERNS = (r"Error: command buffer exited with error status",)
 
@@ -116,6 +127,8 @@ def classify(
         return Classification("timeout", hint)
     if names & {"OutOfMemoryError"} or _search(OOM_PATTERNS, *texts):
         return Classification("oom", hint)
+    if names & COMPILE_ERROR_NAMES or _search(COMPILE_PATTERNS, *texts):
+        return Classification("compile_failed", hint)
     if _search(UNSUPPORTED_PATTERNS, *texts):
         return Classification("unsupported_op", hint)
     if _search(DTYPE_PATTERNS, *texts):

@@ -13,6 +13,7 @@ import copy
 import hashlib
 import importlib.util
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,9 @@ import yaml
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 BACKENDS = ("cpu", "mps", "cuda")
+# torch.compile compiles on the first call and reduce-overhead records CUDA graphs
+# on the next ones: all of that must happen before the timed steps.
+MIN_COMPILE_WARMUP_STEPS = 3
 FAULTS_ENV = "TRAINBENCH_ALLOW_FAULTS"
 
 
@@ -183,6 +187,16 @@ def semantic_problems(config: dict) -> list[str]:
                 f"`aggregate.include_results[{i}]` = {folder!r} has no runs/ folder. "
                 "Fix: name a results folder written by trainbench (it holds runs/)."
             )
+    for name, wl in config["workloads"].items():
+        compiled = [m for m in wl.get("compile") or [] if m != "eager"]
+        # Compilation (and CUDA-graph recording) must land in warm-up, never in timing.
+        if compiled and wl["warmup_steps"] < MIN_COMPILE_WARMUP_STEPS:
+            problems.append(
+                f"`workloads.{name}.warmup_steps` is {wl['warmup_steps']}, but compile "
+                f"{compiled} needs at least {MIN_COMPILE_WARMUP_STEPS} warm-up steps so that "
+                f"compilation stays out of the timed steps. Fix: set warmup_steps to "
+                f"{MIN_COMPILE_WARMUP_STEPS} or more."
+            )
     faults = config.get("fault_injection") or []
     if faults and not (config["launcher"]["allow_fault_injection"] or _faults_allowed_by_env()):
         problems.append(
@@ -239,9 +253,31 @@ def _faults_allowed_by_env() -> bool:
 class DeviceVariant:
     """One column of the matrix: a backend with fixed settings (e.g. cpu with 4 threads)."""
 
-    id: str  # path component: cpu, cpu-t4, mps, cuda
+    id: str  # path component: cpu, cpu-t4, mps, cuda, cuda-compile, cpu-t4-compile-max-autotune
     backend: str
     threads: int | None = None
+    compile: str | None = None  # torch.compile mode; None = eager
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DEVICE_ID = re.compile(
+    r"^(?P<backend>cpu|mps|cuda)(?:-t(?P<threads>[1-9]\d*))?"
+    r"(?P<compile>-compile(?:-(?P<mode>" + "|".join(m for m in COMPILE_MODES[1:]) + r"))?)?$"
+)
+
+
+def compile_suffix(mode: str | None) -> str:
+    if not mode or mode == "eager":
+        return ""
+    return "-compile" if mode == "default" else f"-compile-{mode}"
+
+
+def compile_modes(config: dict, workload: str | None) -> list[str | None]:
+    """The workload's torch.compile variants (None = eager); microbenchmarks have none."""
+    if workload is None:
+        return [None]
+    modes = config["workloads"][workload].get("compile") or ["eager"]
+    return [None if m == "eager" else m for m in modes]
 
 
 @dataclass(frozen=True, order=True)
@@ -261,7 +297,8 @@ def device_variants(
 ) -> list[DeviceVariant]:
     """The device columns of the matrix. CPU thread counts come from the workload's
     ``cpu_threads`` if set, else ``device_settings.cpu.threads``; several counts
-    give one device per count (cpu-t4, cpu-t16)."""
+    give one device per count (cpu-t4, cpu-t16); each torch.compile mode of the
+    workload gives one more column per device (cuda-compile, cpu-t4-compile)."""
     wanted = list(backends) if backends is not None else config["devices"]
     variants: list[DeviceVariant] = []
     for backend in wanted:
@@ -273,12 +310,14 @@ def device_variants(
             ):
                 threads = config["workloads"][workload]["cpu_threads"]
             if isinstance(threads, list) and len(threads) > 1:
-                variants += [DeviceVariant(f"cpu-t{n}", "cpu", n) for n in threads]
+                bases = [(f"cpu-t{n}", n) for n in threads]
             else:
-                n = threads[0] if isinstance(threads, list) else threads
-                variants.append(DeviceVariant("cpu", "cpu", n))
+                bases = [("cpu", threads[0] if isinstance(threads, list) else threads)]
         else:
-            variants.append(DeviceVariant(backend, backend))
+            bases = [(backend, None)]
+        for base, n in bases:
+            for mode in compile_modes(config, workload):
+                variants.append(DeviceVariant(base + compile_suffix(mode), backend, n, mode))
     return variants
 
 
@@ -315,23 +354,33 @@ def iter_device_ids(config: dict) -> Iterator[str]:
 
 
 def find_variant(config: dict, device_id: str) -> DeviceVariant:
-    """The variant a device id names: cpu-t4 is the CPU with 4 threads."""
-    backend, _, suffix = device_id.partition("-")
-    if backend not in BACKENDS or (
-        suffix and not (backend == "cpu" and suffix[1:].isdigit() and suffix[0] == "t")
-    ):
-        raise ConfigError(f"device {device_id!r} is not a device id (cpu, cpu-t<N>, mps, cuda)")
-    if backend != "cpu":
-        return DeviceVariant(backend, backend)
-    if suffix:
-        return DeviceVariant(device_id, "cpu", int(suffix[1:]))
-    threads = config["device_settings"]["cpu"]["threads"]
-    if isinstance(threads, list) and len(threads) > 1 and "cpu" not in set(iter_device_ids(config)):
+    """The variant a device id names: cpu-t4 is the CPU with 4 threads, cuda-compile
+    is CUDA with torch.compile's default mode."""
+    match = DEVICE_ID.match(device_id)
+    if not match or (match["threads"] and match["backend"] != "cpu"):
         raise ConfigError(
-            f"device 'cpu' is not in this config's matrix: device_settings.cpu.threads {threads} "
-            "makes one device per count (cpu-t<N>)"
+            f"device {device_id!r} is not a device id (cpu, cpu-t<N>, mps, cuda, "
+            "each optionally followed by -compile or -compile-<mode>)"
         )
-    return DeviceVariant("cpu", "cpu", threads[0] if isinstance(threads, list) else threads)
+    backend = match["backend"]
+    mode = (match["mode"] or "default") if match["compile"] else None
+    if backend != "cpu":
+        return DeviceVariant(device_id, backend, None, mode)
+    if match["threads"]:
+        return DeviceVariant(device_id, "cpu", int(match["threads"]), mode)
+    threads = config["device_settings"]["cpu"]["threads"]
+    if (
+        isinstance(threads, list)
+        and len(threads) > 1
+        and device_id not in set(iter_device_ids(config))
+    ):
+        raise ConfigError(
+            f"device {device_id!r} is not in this config's matrix: device_settings.cpu.threads "
+            f"{threads} makes one device per count (cpu-t<N>)"
+        )
+    return DeviceVariant(
+        device_id, "cpu", threads[0] if isinstance(threads, list) else threads, mode
+    )
 
 
 def faults_for(config: dict, cell: Cell) -> list[dict]:
@@ -349,7 +398,7 @@ def faults_for(config: dict, cell: Cell) -> list[dict]:
 
 # Keys that shape the matrix rather than one run: left out of a cell's spec, so
 # adding a batch size or a repeat does not invalidate the cells already run.
-MATRIX_KEYS = ("enabled", "devices", "batch_sizes", "repeats", "timeout_s")
+MATRIX_KEYS = ("enabled", "devices", "batch_sizes", "repeats", "timeout_s", "compile")
 
 
 def launcher_settings(config: dict, workload: str) -> dict:
@@ -393,6 +442,8 @@ def cell_spec(
         "data_path": data_path,
         "faults": faults_for(config, cell),
     }
+    if variant.compile:  # only compiled cells carry it: eager cells keep their hash
+        spec["compile"] = variant.compile
     spec["config_hash"] = config_hash(spec)
     if include_launcher:
         spec["launcher"] = launcher_settings(config, cell.workload)

@@ -58,3 +58,33 @@ class RunContext:
         if self.fault and not self._fault_fired:
             self._fault_fired = True
             faults.inject(self.fault)
+
+
+def make_context(spec: dict, attempt: int = 1) -> RunContext:
+    """Device set up as the spec says, seeds set, AMP policy chosen: the context a
+    cell's workload runs in (the benchmarks build it in-process the same way).
+    Raises RuntimeError naming the reason when the device is unavailable."""
+    import random
+
+    import numpy as np
+
+    from .devices import get_device
+    from .faults import active_fault
+
+    device = get_device(spec["backend"], spec["device_settings"])
+    available, reason = device.availability()
+    if not available:
+        raise RuntimeError(f"{spec['backend']} is unavailable: {reason}")
+    settings_in_force = device.apply_settings()
+    random.seed(spec["run_seed"])
+    np.random.seed(spec["run_seed"])
+    torch.manual_seed(spec["run_seed"])
+    return RunContext(
+        spec=spec,
+        device=device,
+        torch_device=device.torch_device(),
+        amp=device.amp_policy(),
+        settings_in_force=settings_in_force,
+        attempt=attempt,
+        fault=active_fault(spec, attempt),
+    )

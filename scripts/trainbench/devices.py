@@ -409,6 +409,14 @@ class MpsDevice(Device):
 DEVICE_CLASSES: dict[str, type[Device]] = {"cpu": CpuDevice, "cuda": CudaDevice, "mps": MpsDevice}
 
 
+def fused_optimizer(setting: str | bool | None, device_type: str) -> bool | None:
+    """``fused`` for Adam/AdamW: "auto" = fused on CUDA (one kernel over every
+    parameter instead of several per tensor), torch's own choice elsewhere."""
+    if setting is None or setting == "auto":
+        return True if device_type == "cuda" else None
+    return bool(setting)
+
+
 def get_device(backend: str, settings: dict | None = None) -> Device:
     try:
         return DEVICE_CLASSES[backend](settings)

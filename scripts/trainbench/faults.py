@@ -29,6 +29,7 @@ FAULTS = (
     "mps_placeholder",
     "nan_loss",
     "silent_corruption",
+    "compile_failed",
 )
 
 
@@ -86,6 +87,12 @@ def inject(fault: str) -> None:
         )
     if fault == "mps_placeholder":
         raise RuntimeError("Placeholder storage has not been allocated on MPS device! (injected)")
+    if fault == "compile_failed":
+        # A real torch.compile failure: dynamo hands a graph to a backend that refuses it.
+        def refusing_backend(graph_module, example_inputs):
+            raise RuntimeError("injected: the compiler backend refused the graph")
+
+        torch.compile(lambda x: x + 1, backend=refusing_backend)(torch.ones(1))
     if fault in ("nan_loss", "silent_corruption"):
         return
     raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")

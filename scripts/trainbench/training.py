@@ -52,6 +52,61 @@ class TrainingParts:
     score: Callable[[Any], dict] | None = None
     model_name: str = ""
     extra_settings: dict = field(default_factory=dict)
+    # Workload facts added to the loop's result (e.g. best-epoch metrics).
+    finish: Callable[[dict], dict] | None = None
+
+
+class CompileFailedError(RuntimeError):
+    """torch.compile could not compile the training step (recorded as compile_failed)."""
+
+
+# Exception classes torch.compile raises (by name: these live in private modules).
+COMPILE_ERROR_NAMES = frozenset(
+    {"TorchDynamoException", "BackendCompilerFailed", "InductorError", "Unsupported"}
+)
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    return any(cls.__name__ in COMPILE_ERROR_NAMES for cls in type(exc).__mro__)
+
+
+def compile_step(loss_fn: Callable, mode: str) -> Callable:
+    """The workload's loss function (model forward + loss; backward through
+    AOTAutograd) under torch.compile. Errors are raised, never suppressed."""
+    import torch._dynamo
+
+    torch._dynamo.config.suppress_errors = False
+    return torch.compile(loss_fn, mode=mode)
+
+
+def staged_batches(loader: Iterable, device: torch.device, non_blocking: bool, prefetch: bool):
+    """Batches already on the device. With ``prefetch`` on CUDA, the next batch is
+    copied on a side stream while the current step computes, so the step never
+    waits for its host-to-device copy."""
+    if not (prefetch and device.type == "cuda"):
+        for batch in loader:
+            yield _to_device(batch, device, non_blocking)
+        return
+    copy_stream = torch.cuda.Stream(device)
+    host_batches = iter(loader)
+
+    def copy_next():
+        host = next(host_batches, None)
+        if host is None:
+            return None
+        with torch.cuda.stream(copy_stream):
+            return _to_device(host, device, non_blocking)
+
+    ahead = copy_next()
+    while ahead is not None:
+        compute_stream = torch.cuda.current_stream(device)
+        compute_stream.wait_stream(copy_stream)
+        batch = ahead
+        for value in batch.values():
+            if isinstance(value, torch.Tensor):
+                value.record_stream(compute_stream)  # keep its memory until the step is done
+        ahead = copy_next()
+        yield batch
 
 
 def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
@@ -115,7 +170,13 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
     autocast_dtype = getattr(torch, amp.dtype) if amp.enabled else None
     scaler = dev.make_grad_scaler(amp)
     non_blocking = bool(ctx.loader_kwargs.get("pin_memory"))
+    prefetch = bool(dev.settings.get("prefetch_to_device", False))
+    prefetch = prefetch and device.type == "cuda"
     model, optimizer = parts.model, parts.optimizer
+    compile_mode = ctx.spec.get("compile")
+    loss_fn = compile_step(parts.loss_fn, compile_mode) if compile_mode else parts.loss_fn
+    mark_cudagraph_step = compile_mode is not None and device.type == "cuda"
+    first_step_seconds = None
 
     steps_per_epoch = len(parts.train_loader)  # type: ignore[arg-type]
     if max_steps:
@@ -162,7 +223,7 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             in_timed_region = True
 
         bar = _progress(ctx, steps_per_epoch, f"{ctx.label} epoch {epoch}/{epochs}")
-        iterator = iter(parts.train_loader)
+        iterator = staged_batches(parts.train_loader, device, non_blocking, prefetch)
         for step_in_epoch in range(steps_per_epoch):
             if not in_timed_region and global_step == warmup_steps:
                 # Warm-up ends here: close its region and open the timed one.
@@ -172,19 +233,32 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                 in_timed_region = True
 
             wait_t0 = time.perf_counter()
-            batch = next(iterator)
+            batch = next(iterator)  # host fetch + (pinned, non-blocking) copy to the device
             wait = time.perf_counter() - wait_t0
-            batch = _to_device(batch, device, non_blocking)
             n = _batch_size_of(batch)
 
             if global_step == 0:
                 probe = _AutocastProbe(model)
+                first_t0 = time.perf_counter()
             if global_step == 1 and fault:
                 ctx.inject_fault()
+            if mark_cudagraph_step:
+                torch.compiler.cudagraph_mark_step_begin()
 
-            with torch.autocast(device_type=device.type, dtype=autocast_dtype, enabled=amp.enabled):
-                loss, stats = parts.loss_fn(model, batch)
-                autocast_flag = torch.is_autocast_enabled(device.type) if global_step == 0 else None
+            try:
+                with torch.autocast(
+                    device_type=device.type, dtype=autocast_dtype, enabled=amp.enabled
+                ):
+                    loss, stats = loss_fn(model, batch)
+                    autocast_flag = (
+                        torch.is_autocast_enabled(device.type) if global_step == 0 else None
+                    )
+            except Exception as exc:
+                if compile_mode and is_compile_error(exc):
+                    raise CompileFailedError(
+                        f"torch.compile(mode={compile_mode!r}) failed: {type(exc).__name__}: {exc}"
+                    ) from exc
+                raise
             if fault == "nan_loss" and global_step >= 1:
                 loss = loss * float("nan")
             dev.sample_memory()
@@ -213,6 +287,8 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
 
             if global_step == 0:
                 # Inside warm-up: these syncing checks never touch a timed region.
+                dev.synchronize()
+                first_step_seconds = time.perf_counter() - first_t0
                 probe.remove()
                 verification = verify_placement(model, optimizer, batch, device.type)
                 verification["autocast_requested"] = amp.enabled
@@ -318,7 +394,7 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
         verification["autocast_active"] = False
         verification["autocast_disabled_warning"] = ctx.warnings.autocast_disabled[0]
 
-    return {
+    result = {
         "kind": "training",
         "model": {
             "name": parts.model_name,
@@ -343,10 +419,30 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             if parts.step_scheduler is not None
             else None,
             "grad_scaler": scaler is not None,
+            "data_staging": (
+                "next batch copied to the device on a side stream during the current step"
+                if prefetch
+                else "batch copied to the device at the start of its step"
+                + (" (pinned memory, non_blocking)" if non_blocking else "")
+            ),
+            "compile": {
+                "mode": compile_mode,
+                "compiled": "the workload's loss function (model forward + loss; backward "
+                "through AOTAutograd)"
+                if compile_mode
+                else None,
+                "evaluation": "eager module" if compile_mode else None,
+                "errors_suppressed": False if compile_mode else None,
+            },
             **parts.extra_settings,
         },
         "epochs": epochs_out,
-        "warmup": warmup,
+        "warmup": {
+            **warmup,
+            # Step 0 alone, device synced at both edges: includes compilation when
+            # compiled, and cuDNN autotuning/lazy init otherwise.
+            "first_step_seconds": first_step_seconds,
+        },
         "timed": {
             **timed_totals,
             "samples_per_s": timed_totals["samples"] / timed_seconds if timed_seconds > 0 else None,
@@ -356,7 +452,8 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
         "data_wait": {
             "seconds": data_wait_total,
             "per_step_mean_s": data_wait_total / data_wait_steps if data_wait_steps else None,
-            "method": "host time blocked in next(loader) during timed steps",
+            "method": "host time blocked fetching the next batch (loader, plus enqueueing its "
+            "copy to the device) during timed steps",
         },
         "eval": {
             "seconds": sum(e["eval_seconds"] for e in epochs_out),
@@ -380,3 +477,4 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             "final_loss": epochs_out[-1]["train_loss"] if epochs_out else None,
         },
     }
+    return parts.finish(result) if parts.finish is not None else result
