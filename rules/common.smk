@@ -82,9 +82,41 @@ def run_spec(wildcards):
     return tbconfig.cell_spec(config, cell, data_path=path, include_launcher=False)
 
 
+def on_cluster():
+    """Whether jobs run through a cluster executor (Snakemake's Slurm plugin): true
+    in the main Snakemake, which submits them, and in each job's own Snakemake
+    (slurm-jobstep). Known only once the workflow executes (not while the Snakefile
+    is read, and never in a dry run), so resource functions ask when evaluated."""
+    return not workflow.local_exec
+
+
+def _backend(wildcards):
+    return tbconfig.find_variant(config, wildcards.device).backend
+
+
+def _exclusive():
+    return bool(config["launcher"]["exclusive_timing"])
+
+
+def _machine_cores():
+    """--cores (in a cluster job: the node's cores), or None where none was given
+    (the main Snakemake of a cluster run needs no --cores)."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return None
+
+
 def gpu_slots(wildcards):
-    """Accelerator cells take the one `gpu` slot (the profile caps it at 1)."""
-    return 0 if wildcards.device.startswith("cpu") else 1
+    """GPUs a cell asks for. Locally every accelerator cell takes the one `gpu`
+    slot (the default profile caps it at 1). On a cluster the Slurm executor turns
+    `gpu` into `--gpus=1`, which only CUDA cells ask for (no Slurm node has MPS)."""
+    backend = _backend(wildcards)
+    if backend == "cpu":
+        return 0
+    if on_cluster():
+        return 1 if backend == "cuda" else 0
+    return 1
 
 
 def cell_threads(wildcards):
@@ -94,15 +126,52 @@ def cell_threads(wildcards):
     variant = tbconfig.find_variant(config, wildcards.device)
     if variant.backend != "cpu":
         return 1
-    if not config["launcher"]["exclusive_timing"]:
+    if not _exclusive():
         return variant.threads or 1
-    return variant.threads or workflow.cores
+    return variant.threads or _machine_cores() or 1
 
 
 def timed_slots(wildcards):
     """Every cell takes the one `timed_slot` (capped at 1 by the default profile),
-    unless launcher.exclusive_timing is false."""
-    return 1 if config["launcher"]["exclusive_timing"] else 0
+    unless launcher.exclusive_timing is false. Not on a cluster: there Slurm keeps
+    timed cells apart (cluster_sbatch_flags), and a local cap would run the whole
+    cluster's cells one at a time."""
+    return 1 if _exclusive() and not on_cluster() else 0
+
+
+def cluster_cpus(wildcards, threads):
+    """A cell's `cpus_per_task` (the Slurm executor's --cpus-per-task, for the job
+    and for its job step; ignored by local runs). With launcher.exclusive_timing a
+    cell that would use every core (a CPU cell without a thread count, an
+    accelerator cell with its DataLoader workers) asks for none (-1): its node is
+    its own (--exclusive) and a job step without --cpus-per-task may use all of
+    it. Otherwise the cores it uses: its threads, or for an accelerator cell one
+    core plus one per DataLoader worker."""
+    variant = tbconfig.find_variant(config, wildcards.device)
+    if variant.backend == "cpu":
+        if variant.threads:
+            return variant.threads
+        return -1 if _exclusive() and on_cluster() else threads
+    if _exclusive() and on_cluster():
+        return -1
+    workers = config["device_settings"][variant.backend].get("num_workers") or 0
+    return 1 + int(workers)
+
+
+def cluster_sbatch_flags(wildcards):
+    """`slurm_extra` of a cell's Slurm job: with launcher.exclusive_timing (the
+    default) `--exclusive`, a node to itself, so no other job shares its cores,
+    memory bandwidth or GPUs while it is timed."""
+    return "--exclusive" if _exclusive() else ""
+
+
+def cluster_runtime(wildcards):
+    """Slurm time limit (minutes) of a cell: every attempt's timeout plus 10 minutes
+    for start-up and the record, so the launcher's own timeout, which writes a
+    `failed` record, always comes before Slurm's kill, which writes none."""
+    launcher = tbconfig.launcher_settings(config, wildcards.workload)
+    seconds = float(launcher["timeout_s"]) * int(launcher["max_attempts"])
+    return int(-(-seconds // 60)) + 10
 
 
 def included_records():

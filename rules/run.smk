@@ -14,6 +14,10 @@ rule run_cell:
     resources:
         gpu=gpu_slots,
         timed_slot=timed_slots,
+        # read by the Slurm executor only (profiles/slurm); local runs ignore them
+        cpus_per_task=cluster_cpus,
+        slurm_extra=cluster_sbatch_flags,
+        runtime=cluster_runtime,
     params:
         spec=run_spec,
     script:
