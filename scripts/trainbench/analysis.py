@@ -8,7 +8,9 @@ The summaries used by the report are computed from these tables.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +30,8 @@ RUN_COLUMNS = [
     "autocast_requested", "autocast_output_dtype",
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
-    "host", "cpu_model", "device_name", "torch_version", "git_commit", "config_hash", "record",
+    "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
+    "record",
 ]  # fmt: skip
 
 
@@ -111,6 +114,7 @@ def run_row(record: dict, source: str) -> dict:
         "host": env.get("host"),
         "cpu_model": env.get("cpu_model"),
         "device_name": _get(env, "device", "name"),
+        "slurm_job_id": env.get("slurm_job_id"),
         "torch_version": env.get("torch_version"),
         "git_commit": env.get("git_commit"),
         "config_hash": env.get("config_hash"),
@@ -208,6 +212,7 @@ def environment_row(record: dict) -> dict:
         "os": env.get("os"),
         "cpu_model": env.get("cpu_model"),
         "logical_cores": env.get("logical_cores"),
+        "gpu_models": _joined(sorted(set(env.get("gpu_models") or []))),
         "device": record["cell"]["device"],
         "device_name": _get(env, "device", "name"),
         "python": env.get("python"),
@@ -237,15 +242,142 @@ def load_records(
     return records, skipped
 
 
-def label_machines(tables: dict[str, pd.DataFrame]) -> None:
-    """Records from several machines (merged results folders, cluster nodes) are
-    never averaged together: their device becomes ``device@host``."""
-    runs = tables["runs"]
-    if runs.empty or runs["host"].nunique(dropna=True) <= 1:
-        return
+# ----------------------------------------------------------------------------- hardware
+# Records are grouped by the hardware a cell actually used, not by host name: two
+# nodes of one type pool (a cluster's identical nodes, two identical laptops), and
+# records of different hardware are never averaged together.
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a record ran on. CPU cells (and MPS, whose chip is the CPU model): the
+    CPU model and core count; CUDA cells also the GPU model. ``host`` stands in
+    only where a record does not name its CPU model."""
+
+    cpu: str | None
+    cores: int | None
+    gpu: str | None  # CUDA cells: the GPU's name, "none" where none was seen, None unknown
+    host: str | None = None
+
+    def parts(self, accelerator: bool) -> list[str]:
+        """Readable parts, the most telling first (labels use as few as they need)."""
+        if self.cpu is None:
+            return [str(self.host)]
+        cpu = [short_cpu_name(self.cpu), f"{self.cores} cores", self.cpu]
+        if not accelerator:
+            return cpu
+        gpu = {None: "GPU unknown", "none": "no GPU"}.get(self.gpu, self.gpu)
+        return [str(gpu), *cpu]
+
+
+def short_cpu_name(name: str) -> str:
+    """'Intel(R) Xeon(R) Platinum 8480+ @ 2.0GHz' -> 'Intel Xeon Platinum 8480+'."""
+    text = re.sub(r"\((?:R|TM)\)", "", name, flags=re.I)
+    text = re.sub(r"@\s*[\d.]+\s*[GM]Hz", "", text, flags=re.I)
+    text = re.sub(r"\b(?:CPU|Processor)\b", "", text)
+    return " ".join(text.split()) or name
+
+
+def _is_cuda(record: dict) -> bool:
+    backend = record.get("backend") or str(record["cell"]["device"]).split("-")[0]
+    return backend == "cuda"
+
+
+def record_hardware(record: dict) -> Hardware:
+    env = record.get("environment") or {}
+    gpu = None
+    if _is_cuda(record):
+        gpu = _get(env, "device", "name")
+        models = sorted(set(env.get("gpu_models") or []))
+        if not gpu and len(models) == 1:
+            gpu = models[0]  # the child died before naming its GPU; the node has one kind
+        elif not gpu and env.get("gpu_models") == []:
+            gpu = "none"  # nvidia-smi answered and listed no GPU
+    if not env.get("cpu_model"):
+        return Hardware(None, None, gpu, env.get("host"))
+    return Hardware(env["cpu_model"], env.get("logical_cores"), gpu)
+
+
+def records_hardware(records: list[tuple[str, dict]]) -> dict[str, Hardware]:
+    """Each record's hardware. A CUDA record whose GPU is unknown takes the GPU model
+    of its host's other CUDA records when they name exactly one."""
+    found = {src: record_hardware(r) for src, r in records}
+    host_gpus: dict[str | None, set[str]] = {}
+    for src, r in records:
+        gpu = found[src].gpu
+        if _is_cuda(r) and gpu not in (None, "none"):
+            host_gpus.setdefault((r.get("environment") or {}).get("host"), set()).add(gpu)
+    for src, r in records:
+        gpus = host_gpus.get((r.get("environment") or {}).get("host"), set())
+        if _is_cuda(r) and found[src].gpu is None and len(gpus) == 1:
+            found[src] = replace(found[src], gpu=next(iter(gpus)))
+    return found
+
+
+def hardware_labels(records: list[tuple[str, dict]]) -> tuple[dict[str, str], bool]:
+    """Each record's hardware label, and whether devices must carry it: true when some
+    device ran on more than one kind of hardware. A device's labels use as few parts
+    as keep its kinds apart ("NVIDIA H100 80GB HBM3"; "Intel Xeon Gold 6148, 40 cores"
+    only where two kinds share a CPU model)."""
+    hardware = records_hardware(records)
+    by_device: dict[str, set[Hardware]] = {}
+    cuda: dict[str, bool] = {}
+    for src, r in records:
+        device = r["cell"]["device"]
+        by_device.setdefault(device, set()).add(hardware[src])
+        cuda[device] = _is_cuda(r)
+    names: dict[tuple[str, Hardware], str] = {}
+    for device, kinds in by_device.items():
+        ordered = sorted(kinds, key=repr)
+        parts = {hw: hw.parts(cuda[device]) for hw in ordered}
+        for n in range(1, max(len(p) for p in parts.values()) + 1):
+            labels = {hw: ", ".join(dict.fromkeys(p[:n])) for hw, p in parts.items()}
+            if len(set(labels.values())) == len(ordered):
+                break
+        else:  # identical readable parts for different kinds: number them
+            labels = {hw: f"{labels[hw]} #{i + 1}" for i, hw in enumerate(ordered)}
+        names.update({(device, hw): label for hw, label in labels.items()})
+    per_record = {src: names[(r["cell"]["device"], hardware[src])] for src, r in records}
+    return per_record, any(len(kinds) > 1 for kinds in by_device.values())
+
+
+def label_machines(tables: dict[str, pd.DataFrame], records: list[tuple[str, dict]]) -> None:
+    """Every table row gets its record's ``hardware``. When some device ran on more
+    than one kind of hardware (merged results folders, a cluster's node types), every
+    device becomes ``device@hardware``, so different hardware is never averaged
+    together while identical nodes pool."""
+    labels, split = hardware_labels(records)
     for frame in tables.values():
-        if not frame.empty and {"device", "host"} <= set(frame.columns):
-            frame["device"] = frame["device"].astype(str) + "@" + frame["host"].astype(str)
+        if frame.empty or "record" not in frame.columns:
+            continue
+        frame["hardware"] = frame["record"].map(labels)
+        if split and "device" in frame.columns:
+            frame["device"] = frame["device"].astype(str) + "@" + frame["hardware"].astype(str)
+
+
+def _environments(records: list[tuple[str, dict]]) -> pd.DataFrame:
+    """One row per machine, device and software setup (not per record): the Slurm
+    jobs that ran on it are listed together."""
+    rows = [
+        {**environment_row(r), "record": src} for src, r in records if r["status"] != "unavailable"
+    ]
+    return pd.DataFrame(rows)
+
+
+def _pool_environments(env: pd.DataFrame) -> pd.DataFrame:
+    if env.empty:
+        return env
+    env = env.drop(columns=["record"])
+    keys = [c for c in env.columns if c != "slurm_job_id"]
+    jobs = env["slurm_job_id"].map(lambda v: None if pd.isna(v) else str(v))
+    pooled = (
+        env.assign(slurm_job_id=jobs)
+        .groupby(keys, dropna=False, sort=False)["slurm_job_id"]
+        .agg(lambda ids: _joined(sorted(set(ids.dropna()), key=lambda x: (len(x), x))))
+        .reset_index()
+        .rename(columns={"slurm_job_id": "slurm_job_ids"})
+    )
+    return pooled.sort_values(["host", "device"]).reset_index(drop=True)
 
 
 def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
@@ -253,18 +385,16 @@ def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
     matmul = pd.DataFrame([row for src, r in records for row in matmul_rows(r, src)])
     epochs = pd.DataFrame([row for src, r in records for row in epoch_rows(r, src)])
     per_label = pd.DataFrame([row for src, r in records for row in per_label_rows(r, src)])
-    env = pd.DataFrame([environment_row(r) for _, r in records if r["status"] != "unavailable"])
-    if not env.empty:
-        env = env.drop_duplicates().sort_values(["host", "device"]).reset_index(drop=True)
     runs = runs.sort_values(["workload", "device", "batch_size", "rep"]).reset_index(drop=True)
     tables = {
         "runs": runs,
         "matmul": matmul,
         "epochs": epochs,
         "per_label_runs": per_label,
-        "environments": env,
+        "environments": _environments(records),
     }
-    label_machines(tables)
+    label_machines(tables, records)
+    tables["environments"] = _pool_environments(tables["environments"])
     return tables
 
 

@@ -62,8 +62,30 @@ def git_commit(repo: str | os.PathLike | None = None) -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def gpu_models() -> list[str] | None:
+    """Names of the NVIDIA GPUs this process can see, from ``nvidia-smi`` (no torch,
+    so it is known even when a cell dies before touching the GPU); None where
+    nvidia-smi is absent or fails (no NVIDIA driver: unknown, not "no GPU")."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
 def host_facts() -> dict:
-    """Facts that need no torch (the launcher records them even when a child dies)."""
+    """Facts that need no torch (the launcher records them even when a child dies).
+
+    On a Slurm cluster they name the node (host, slurm_node), its hardware
+    (cpu_model, logical_cores, gpu_models) and the job that ran the cell, so
+    records of different node types are never averaged together."""
     return {
         "host": socket.gethostname(),
         "os": platform.platform(),
@@ -71,7 +93,10 @@ def host_facts() -> dict:
         "python": sys.version.split()[0],
         "cpu_model": cpu_model_name(),
         "logical_cores": os.cpu_count(),
+        "gpu_models": gpu_models(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "slurm_node": os.environ.get("SLURMD_NODENAME"),
+        "slurm_partition": os.environ.get("SLURM_JOB_PARTITION"),
+        "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME"),
         "behaviour_variables": {k: os.environ[k] for k in BEHAVIOUR_VARIABLES if k in os.environ},
     }
