@@ -8,6 +8,7 @@ foreign, or of another schema version) is refused with the file named.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -82,6 +83,15 @@ class RecordError(ValueError):
     """A metrics file that cannot be used; the message names the file."""
 
 
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    """One validator for every record: ``jsonschema.validate`` would check the schema
+    itself again on each call, ~10 ms a record (10 s for 1,000 records)."""
+    cls = jsonschema.validators.validator_for(RECORD_SCHEMA)
+    cls.check_schema(RECORD_SCHEMA)
+    return cls(RECORD_SCHEMA)
+
+
 def _json_safe(value: Any) -> Any:
     """NaN/inf are not JSON: store them as null so every reader can parse the file."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -128,11 +138,11 @@ def validate_record(record: Any, source: str = "<record>") -> dict:
             f"{source}: schema_version {version!r} is not the supported version {SCHEMA_VERSION}; "
             "re-run the cell or use the trainbench release that wrote it"
         )
-    try:
-        jsonschema.validate(record, RECORD_SCHEMA)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(map(str, exc.absolute_path)) or "(top level)"
-        raise RecordError(f"{source}: invalid metrics record at {where}: {exc.message}") from None
+    # What jsonschema.validate reports: the best match among the errors.
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(record))
+    if error is not None:
+        where = "/".join(map(str, error.absolute_path)) or "(top level)"
+        raise RecordError(f"{source}: invalid metrics record at {where}: {error.message}")
     return record
 
 
