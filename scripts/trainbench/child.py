@@ -8,8 +8,10 @@ kill) writes nothing; the launcher then classifies the death itself.
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import json
+import os
 import random
 import signal
 import sys
@@ -99,5 +101,22 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _skip_teardown(exit_code: list[int]) -> None:
+    """The last exit handler: flush and leave without the interpreter's teardown.
+
+    With torch loaded, freeing every module and object at exit takes ~0.45 s of a
+    2-core machine's time, after the result is already written (and fsynced). By
+    the time this runs, threads have been joined and every other exit handler has
+    run (multiprocessing has stopped DataLoader workers), so nothing is lost."""
+    if exit_code:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(exit_code[0])
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    # Registered before torch and multiprocessing add theirs, so it runs after them.
+    code: list[int] = []
+    atexit.register(_skip_teardown, code)
+    code.append(main())
+    sys.exit(code[0])
