@@ -5,14 +5,21 @@ the workflow down. Each attempt gets a timeout; a death is classified from the
 child's own report or, for crashes, from the signal and stderr. Retries happen
 here so every attempt is counted, and the record is written atomically. A
 failed cell is a result: the record says ``failed`` and the rule succeeds.
+
+A device found unavailable by a child is remembered for the rest of the same
+Snakemake run (``results/availability/``): its other cells get the same
+``unavailable`` record, reason and environment without starting a child that would
+import torch only to find the device missing again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +29,7 @@ from pathlib import Path
 from .classify import classify, find_silent_corruption, signal_name
 from .config import FAULTS_ENV
 from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
-from .records import SCHEMA_VERSION, write_record
+from .records import SCHEMA_VERSION, atomic_write_json, write_record
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
 TERM_GRACE_S = 5.0
@@ -240,27 +247,153 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
         os.environ.get(FAULTS_ENV) == "1"
     )
     _, overrides = child_environment(spec)
-    max_attempts = int(spec["launcher"]["max_attempts"])
-    retry_on = set(spec["launcher"]["retry_on"])
-    attempts: list[dict] = []
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    memo = AvailabilityMemo.for_cell(spec, output)
     with open(log_path, "w") as log:
         log.write(f"trainbench cell {json.dumps(spec['cell'])}\n")
-        for attempt in range(1, max_attempts + 1):
-            outcome = run_attempt(spec, attempt, log)
-            attempts.append(outcome)
-            if outcome["status"] != "failed":
-                break
-            error_class = outcome["error"]["class"]
-            if error_class not in retry_on:
-                log.write(f"not retrying: class {error_class} is not in launcher.retry_on\n")
-                break
-            if attempt < max_attempts:
-                log.write(f"attempt {attempt} failed ({error_class}); retrying\n")
+        known = memo.recall() if memo else None
+        if known:
+            attempts = [known]
+            log.write(
+                f"{spec['backend']} unavailable, as found by cell {known['availability']['cell']} "
+                f"at {known['availability']['at']} in this Snakemake run; no child started: "
+                f"{known['child']['reason']}\n"
+            )
+        else:
+            attempts = run_attempts(spec, log)
+            if memo and attempts[-1]["status"] == "unavailable":
+                memo.remember(attempts[-1])
         record = build_record(spec, attempts, overrides)
         log.write(f"record status: {record['status']}\n")
     write_record(output, record)
     return record
+
+
+def run_attempts(spec: dict, log) -> list[dict]:
+    """Attempts until one does not fail, its failure class is not retried, or
+    launcher.max_attempts is reached."""
+    max_attempts = int(spec["launcher"]["max_attempts"])
+    retry_on = set(spec["launcher"]["retry_on"])
+    attempts: list[dict] = []
+    for attempt in range(1, max_attempts + 1):
+        outcome = run_attempt(spec, attempt, log)
+        attempts.append(outcome)
+        if outcome["status"] != "failed":
+            break
+        error_class = outcome["error"]["class"]
+        if error_class not in retry_on:
+            log.write(f"not retrying: class {error_class} is not in launcher.retry_on\n")
+            break
+        if attempt < max_attempts:
+            log.write(f"attempt {attempt} failed ({error_class}); retrying\n")
+    return attempts
+
+
+def _is_snakemake(cmdline: list[str]) -> bool:
+    """``snakemake ...``, ``python .../bin/snakemake ...`` or ``python -m snakemake ...``."""
+    head = [os.path.basename(arg) for arg in cmdline[:3]]
+    return (
+        head[:1] == ["snakemake"] or head[1:2] == ["snakemake"] or head[1:3] == ["-m", "snakemake"]
+    )
+
+
+def _snakemake_run() -> dict | None:
+    """The Snakemake process this launcher runs under (pid and start time), or None."""
+    import psutil
+
+    try:
+        for proc in psutil.Process().parents():
+            if _is_snakemake(proc.cmdline()):
+                return {"pid": proc.pid, "started": proc.create_time()}
+    except psutil.Error:
+        return None
+    return None
+
+
+class AvailabilityMemo:
+    """What a child found about an unavailable device, kept for the rest of one
+    Snakemake run: ``results/availability/<backend>-<key>.json``.
+
+    Only ``unavailable`` is remembered, only for accelerators, and only within the
+    Snakemake process that started this launcher (its pid and start time), on this
+    host with this Python and the same device settings and environment overrides.
+    A new run finds its own answer: a driver or GPU may appear between runs."""
+
+    def __init__(self, path: Path, key: dict, run: dict, cell: str):
+        self.path, self.key, self.run, self.cell = path, key, run, cell
+
+    @classmethod
+    def for_cell(cls, spec: dict, output: str | os.PathLike) -> AvailabilityMemo | None:
+        if spec["backend"] == "cpu":
+            return None
+        parents = Path(output).parents
+        # results/runs/{workload}/{device}/bs{N}/rep{N}/metrics.json
+        if len(parents) < 6 or parents[4].name != "runs":
+            return None
+        run = _snakemake_run()
+        if run is None:
+            return None
+        _, overrides = child_environment(spec)
+        key = {
+            "backend": spec["backend"],
+            "device_settings": spec["device_settings"],
+            "env_overrides": overrides,
+            "python": sys.executable,
+            "host": socket.gethostname(),
+        }
+        key = json.loads(json.dumps(key, sort_keys=True, default=str))  # as stored
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+        path = parents[5] / "availability" / f"{spec['backend']}-{digest[:12]}.json"
+        cell = spec["cell"]
+        relpath = f"{cell['workload']}/{cell['device']}/bs{cell['batch_size']}/rep{cell['rep']}"
+        return cls(path, key, run, relpath)
+
+    def recall(self) -> dict | None:
+        """An attempt outcome for this cell from what an earlier cell's child found."""
+        try:
+            memo = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        if memo.get("snakemake_run") != self.run or memo.get("key") != self.key:
+            return None
+        now = time.time()
+        return {
+            "attempt": 1,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
+            "started_unix": now,
+            "ended_unix": now,
+            "duration_s": 0.0,
+            "returncode": None,
+            "signal": None,
+            "timed_out": False,
+            "child_peak_rss_bytes": None,
+            "status": "unavailable",
+            "child": {
+                "status": "unavailable",
+                "reason": memo["reason"],
+                "child_environment": memo["child_environment"],
+            },
+            "availability": {
+                "found_by": "a child of this Snakemake run",
+                "cell": memo["cell"],
+                "at": memo["at"],
+                "file": str(self.path),
+            },
+        }
+
+    def remember(self, outcome: dict) -> None:
+        child = outcome["child"]
+        atomic_write_json(
+            self.path,
+            {
+                "snakemake_run": self.run,
+                "key": self.key,
+                "reason": child.get("reason"),
+                "child_environment": child.get("child_environment"),
+                "cell": self.cell,
+                "at": outcome["started_at"],
+            },
+        )
 
 
 def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
