@@ -6,6 +6,7 @@ report carries no timestamp, so the same records give the same bytes.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -51,7 +52,10 @@ def fmt_speedup(value) -> str:
     return f"{value:.2f}x"
 
 
+@functools.lru_cache(maxsize=8)
 def _environment(loader_dir: Path) -> jinja2.Environment:
+    """One Jinja environment per template folder, so each template is compiled once
+    per process (it caches compiled templates, reloading a template that changed)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(loader_dir)),
         undefined=jinja2.StrictUndefined,

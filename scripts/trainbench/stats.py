@@ -26,7 +26,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _scipy_stats
 
 from .records import atomic_write_text
 
@@ -178,6 +177,8 @@ def bootstrap_median_ci(
         return (median, math.nan, math.nan)
     if np.all(x == x[0]):
         return (median, median, median)
+    from scipy import stats as _scipy_stats  # ~1 s to import: only where a CI is computed
+
     result = _scipy_stats.bootstrap(
         (x,),
         np.median,
@@ -220,6 +221,8 @@ def bootstrap_ratio_ci(
         return (ratio, math.nan, math.nan)
     if np.all(num == num[0]) and np.all(den == den[0]):
         return (ratio, ratio, ratio)
+    from scipy import stats as _scipy_stats
+
     with np.errstate(divide="ignore", invalid="ignore"):
         result = _scipy_stats.bootstrap(
             (num, den),
