@@ -1,4 +1,4 @@
-"""Snakemake entry: render one figure family from the tables (never from training)."""
+"""Snakemake entry: render every figure family from the tables (never from training)."""
 
 import logging
 
@@ -7,7 +7,7 @@ from trainbench.figures import FIGURES
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 tables = {name: read_table(path) for name, path in snakemake.input.items()}
-if "per_label_runs" in tables:
-    tables["per_label"] = tables.pop("per_label_runs")
-FIGURES[snakemake.params.name](tables, snakemake.output[0], snakemake.params.baseline)
-logging.info("wrote %s", snakemake.output[0])
+tables["per_label"] = tables.pop("per_label_runs")
+for name, path in snakemake.output.items():
+    FIGURES[name](tables, path, snakemake.params.baseline)
+    logging.info("wrote %s", path)
