@@ -474,8 +474,8 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
         return out
 
     class RecordingTimer(training.StepTimer):
-        def start(self):
-            super().start()
+        def start(self, expected_steps=0):
+            super().start(expected_steps)
             self.t0 = time.perf_counter()
 
         def stop(self):

@@ -1,9 +1,14 @@
-"""Batches from in-memory tensors, through a real DataLoader.
+"""Batches from in-memory tensors: through a real DataLoader, or staged on the device.
 
 A dataset that returns a whole batch per index list (via a BatchSampler) costs
 one fancy-index per batch instead of a Python call and a collate per sample, so
 the loader never starves the device, while the per-device DataLoader settings
 (workers, pin_memory) still apply exactly as configured.
+
+On a GPU the whole data set can instead be copied to the device once
+(``stage_on_device``): each step then gathers its batch there, with no host work,
+no pinning and no host-to-device copy per step. The batch order is the one a
+RandomSampler with the same generator gives, so both paths train identically.
 """
 
 from __future__ import annotations
@@ -30,15 +35,67 @@ class BatchTensorDataset(Dataset):
         return {name: tensor[index] for name, tensor in self.tensors.items()}
 
 
+class DeviceStagedLoader:
+    """Every tensor of ``dataset`` on ``device``; batches gathered there."""
+
+    on_device = True
+
+    def __init__(
+        self,
+        dataset: BatchTensorDataset,
+        batch_size: int,
+        shuffle: bool,
+        generator: torch.Generator | None,
+        device: torch.device,
+    ):
+        self.device = device
+        self.tensors = {name: t.to(device) for name, t in dataset.tensors.items()}
+        self.length = len(dataset)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.generator = generator
+        self.drop_last = shuffle
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.length, self.batch_size)
+        return full if self.drop_last or not rest else full + 1
+
+    def __iter__(self):
+        if self.shuffle:  # the very order the DataLoader path's RandomSampler gives
+            sampler = RandomSampler(range(self.length), generator=self.generator)
+            order = torch.tensor(list(sampler), dtype=torch.long)
+        else:
+            order = torch.arange(self.length)
+        if self.device.type == "cuda":
+            order = order.pin_memory().to(self.device, non_blocking=True)
+        else:
+            order = order.to(self.device)
+        for i in range(len(self)):
+            index = order[i * self.batch_size : (i + 1) * self.batch_size]
+            # index_select: one gather kernel, less host work than advanced indexing.
+            yield {name: t.index_select(0, index) for name, t in self.tensors.items()}
+
+
+def dataset_bytes(dataset: BatchTensorDataset) -> int:
+    return sum(t.numel() * t.element_size() for t in dataset.tensors.values())
+
+
 def make_loader(
     dataset: BatchTensorDataset,
     batch_size: int,
     shuffle: bool,
     generator: torch.Generator | None,
     loader_kwargs: dict,
-) -> DataLoader:
+) -> DataLoader | DeviceStagedLoader:
     """Training loaders shuffle with a seeded generator and drop the last partial
-    batch (fixed shapes: MPS recompiles on every new shape); evaluation keeps it."""
+    batch (fixed shapes: MPS recompiles on every new shape); evaluation keeps it.
+    With ``stage_on_device`` (a device string) and a data set within
+    ``stage_limit_bytes``, the data set is staged on that device instead."""
+    loader_kwargs = dict(loader_kwargs)
+    stage_on = loader_kwargs.pop("stage_on_device", None)
+    limit = loader_kwargs.pop("stage_limit_bytes", None)
+    if stage_on and (limit is None or dataset_bytes(dataset) <= limit):
+        return DeviceStagedLoader(dataset, batch_size, shuffle, generator, torch.device(stage_on))
     sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
     batches = BatchSampler(sampler, batch_size=batch_size, drop_last=shuffle)
     return DataLoader(dataset, sampler=batches, batch_size=None, **loader_kwargs)

@@ -217,6 +217,15 @@ class CudaDevice(Device):
     def synchronize(self) -> None:
         torch.cuda.synchronize(self._index())
 
+    def dataloader_kwargs(self) -> dict:
+        kwargs = super().dataloader_kwargs()
+        if self.settings.get("stage_data_on_device", False):
+            fraction = float(self.settings.get("stage_memory_fraction", 0.25))
+            total = torch.cuda.get_device_properties(self._index()).total_memory
+            kwargs["stage_on_device"] = str(self.torch_device())
+            kwargs["stage_limit_bytes"] = int(fraction * total)
+        return kwargs
+
     def make_event(self):
         return torch.cuda.Event(enable_timing=True)
 

@@ -63,6 +63,7 @@ class StepTimer:
         self._events: list[Any] = []
         self._clock: list[float] = []
         self._t0 = 0.0
+        self._spare: list[Any] = []
         self.uses_events = device.make_event() is not None
         self.method = (
             f"{device.backend} timing events between steps; device synchronized at region edges"
@@ -70,10 +71,15 @@ class StepTimer:
             else "time.perf_counter between steps (synchronous device); region edges synchronized"
         )
 
-    def start(self) -> None:
+    def start(self, expected_steps: int = 0) -> None:
+        """Open the region; events for ``expected_steps`` steps are made before the
+        clock starts, so marking a step only records one."""
+        spare = (
+            [self.device.make_event() for _ in range(expected_steps)] if self.uses_events else []
+        )
         self.device.synchronize()
         self._t0 = time.perf_counter()
-        self._events, self._clock = [], [self._t0]
+        self._events, self._clock, self._spare = [], [self._t0], spare[::-1]
         if self.uses_events:
             event = self.device.make_event()
             event.record()
@@ -82,7 +88,7 @@ class StepTimer:
     def mark_step(self) -> None:
         """Called after each step's work has been queued; never syncs."""
         if self.uses_events:
-            event = self.device.make_event()
+            event = self._spare.pop() if self._spare else self.device.make_event()
             event.record()
             self._events.append(event)
         else:

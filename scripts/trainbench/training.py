@@ -170,13 +170,17 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
     autocast_dtype = getattr(torch, amp.dtype) if amp.enabled else None
     scaler = dev.make_grad_scaler(amp)
     non_blocking = bool(ctx.loader_kwargs.get("pin_memory"))
+    staged = bool(getattr(parts.train_loader, "on_device", False))
     prefetch = bool(dev.settings.get("prefetch_to_device", False))
-    prefetch = prefetch and device.type == "cuda"
+    prefetch = prefetch and device.type == "cuda" and not staged
     model, optimizer = parts.model, parts.optimizer
     compile_mode = ctx.spec.get("compile")
     loss_fn = compile_step(parts.loss_fn, compile_mode) if compile_mode else parts.loss_fn
     mark_cudagraph_step = compile_mode is not None and device.type == "cuda"
     first_step_seconds = None
+
+    def keep(value: torch.Tensor) -> torch.Tensor:
+        return value.detach().clone() if compile_mode else value.detach()
 
     steps_per_epoch = len(parts.train_loader)  # type: ignore[arg-type]
     if max_steps:
@@ -207,8 +211,11 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
     for epoch in range(1, epochs + 1):
         epoch_facts = parts.before_epoch(epoch) if parts.before_epoch else {}
         model.train()
-        loss_sum = torch.zeros((), device=device, dtype=torch.float32)
-        stat_sums: dict[str, torch.Tensor] = {}
+        # Per-step losses and stats stay on the device and are summed once per epoch:
+        # no reduction kernel inside the timed steps (compiled steps keep a copy,
+        # since a CUDA-graph replay overwrites its outputs).
+        step_losses: list[torch.Tensor] = []
+        step_stats: dict[str, list[torch.Tensor]] = {}
         epoch_samples = 0
         epoch_timed = {"steps": 0, "samples": 0, "seconds": 0.0}
         epoch_start = time.perf_counter()
@@ -219,7 +226,7 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             dev.synchronize()
             warmup_t0 = time.perf_counter()
         else:
-            timer.start()
+            timer.start(steps_per_epoch)
             in_timed_region = True
 
         bar = _progress(ctx, steps_per_epoch, f"{ctx.label} epoch {epoch}/{epochs}")
@@ -229,7 +236,7 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                 # Warm-up ends here: close its region and open the timed one.
                 dev.synchronize()
                 warmup["seconds"] += time.perf_counter() - warmup_t0
-                timer.start()
+                timer.start(steps_per_epoch - step_in_epoch)
                 in_timed_region = True
 
             wait_t0 = time.perf_counter()
@@ -262,7 +269,7 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             if fault == "nan_loss" and global_step >= 1:
                 loss = loss * float("nan")
             dev.sample_memory()
-            scaled = loss / accumulation
+            scaled = loss / accumulation if accumulation > 1 else loss
             if scaler is not None:
                 scaler.scale(scaled).backward()
             else:
@@ -279,10 +286,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
                     parts.step_scheduler.step()
                 dev.sample_memory()
 
-            loss_sum += loss.detach().float()
+            step_losses.append(keep(loss))
             for name, value in stats.items():
-                value = value.detach()
-                stat_sums[name] = stat_sums[name] + value if name in stat_sums else value.clone()
+                step_stats.setdefault(name, []).append(keep(value))
             epoch_samples += n
 
             if global_step == 0:
@@ -328,12 +334,14 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             warmup["seconds"] += time.perf_counter() - warmup_t0
         train_seconds = time.perf_counter() - epoch_start
 
+        loss_sum = torch.stack(step_losses).float().sum()
         mean_loss = float(loss_sum.item()) / steps_per_epoch
         if not math.isfinite(mean_loss):
             raise NonFiniteLossError(
                 f"training loss is {mean_loss} in epoch {epoch} (device {device})"
             )
-        sums = {k: float(v.item()) for k, v in stat_sums.items()}
+        sums = {k: float(torch.stack(v).sum().item()) for k, v in step_stats.items()}
+        del step_losses, step_stats
         train_metrics = parts.train_metrics(sums, epoch_samples) if parts.train_metrics else {}
 
         if parts.scheduler is not None:
@@ -420,7 +428,9 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             else None,
             "grad_scaler": scaler is not None,
             "data_staging": (
-                "next batch copied to the device on a side stream during the current step"
+                "whole data set staged on the device once; batches gathered there"
+                if staged
+                else "next batch copied to the device on a side stream during the current step"
                 if prefetch
                 else "batch copied to the device at the start of its step"
                 + (" (pinned memory, non_blocking)" if non_blocking else "")

@@ -784,7 +784,7 @@ def build_parts(ctx: RunContext) -> TrainingParts:
         q = torch.cat(queries)
         # One transfer at the end; FAISS gets CPU float32 contiguous arrays only.
         return {
-            "outputs": (to_faiss(q), to_faiss(docs), torch.cat(positives).numpy()),
+            "outputs": (to_faiss(q), to_faiss(docs), torch.cat(positives).cpu().numpy()),
             "samples": len(q) + bank_size,
         }
 
