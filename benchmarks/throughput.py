@@ -1,0 +1,57 @@
+"""Harness vs bare loop vs Hugging Face Trainer, one process, one device.
+
+    python benchmarks/throughput.py benchmarks/suites/cuda.yaml
+    python benchmarks/throughput.py benchmarks/suites/cpu.yaml --only image_cnn
+    python benchmarks/throughput.py --render benchmarks/results/throughput-cuda-2026-11-22.json
+
+Writes benchmarks/results/throughput-<suite>-<date>[-<only>].json after every measurement
+(an interrupted run keeps what it measured) and the Markdown summary beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+
+from trainbench.bench import throughput  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("suite", nargs="?", help="a suite file (benchmarks/suites/*.yaml)")
+    parser.add_argument("--only", nargs="*", help="only these workloads of the suite")
+    parser.add_argument("--out", default=str(HERE / "results"), help="results folder")
+    parser.add_argument("--render", help="re-render the Markdown of an existing results JSON")
+    args = parser.parse_args()
+    if args.render:
+        results = json.loads(Path(args.render).read_text())
+        throughput.write_markdown(results, Path(args.render).with_suffix(".md"))
+        return 0
+    if not args.suite:
+        parser.error("give a suite file or --render RESULTS.json")
+    suite = throughput.load_suite(args.suite)
+    day = dt.date.today().isoformat()
+    part = f"-{'-'.join(args.only)}" if args.only else ""
+    out = Path(args.out) / f"throughput-{suite['name']}-{day}{part}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results = throughput.run_suite(
+        suite, out, only=args.only, log=lambda line: print(line, flush=True)
+    )
+    throughput.write_markdown(results, out.with_suffix(".md"))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+    missed = [c for c in throughput.target_checks(results) if not c["met"]]
+    for check in missed:
+        print(f"target missed: {check['target']} at {check['where']}: {check['value']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The throughput benchmark's logic (benchmarks/throughput.py): suite checks, paired
+ratios, target checks and the Markdown, and one tiny real run on the CPU. No speed
+is asserted here: the targets live in benchmarks/results, never in tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import yaml
+from trainbench.bench import throughput as tp
+
+
+def write_suite(tmp_path, suite: dict):
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+TINY_CNN = {
+    "epochs": 2,
+    "warmup_steps": 2,
+    "max_steps_per_epoch": 4,
+    "data": {"source": "synthetic", "n_train": 128, "n_test": 16, "image_size": 16},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "runner", "mode"),
+    [
+        ("harness", "harness", None),
+        ("bare:compile", "bare", "default"),
+        ("harness:compile-reduce-overhead", "harness", "reduce-overhead"),
+        ("hf_trainer", "hf_trainer", None),
+    ],
+)
+def test_variant_grammar(text, runner, mode):
+    variant = tp.Variant.parse(text)
+    assert (variant.runner, variant.compile, variant.name) == (runner, mode, text)
+
+
+@pytest.mark.parametrize("bad", ["trainer", "hf_trainer:compile", "bare:fast", "bare:compile-x"])
+def test_bad_variants_are_refused(bad):
+    with pytest.raises(tp.SuiteError, match="variant"):
+        tp.Variant.parse(bad)
+
+
+def test_a_named_variant_carries_its_device_settings():
+    variant = tp.Variant.parse(
+        {"name": "harness:no-stage", "variant": "harness", "device_settings": {"num_workers": 2}}
+    )
+    assert variant.name == "harness:no-stage" and dict(variant.device_settings) == {
+        "num_workers": 2
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"device": "tpu"}, "`device` must be one of"),
+        ({"cases": {"matmul": {}}}, "not a training workload"),
+        (
+            {
+                "cases": {
+                    "image_cnn": {"batch_sizes": [8], "variants": ["hf_trainer"], "settings": {}}
+                }
+            },
+            "hf_trainer runs text_multilabel only",
+        ),
+        (
+            {
+                "cases": {
+                    "image_cnn": {
+                        "batch_sizes": [8],
+                        "variants": ["bare"],
+                        "settings": {"gradient_accumulation": 2},
+                    }
+                }
+            },
+            "gradient_accumulation",
+        ),
+    ],
+)
+def test_suite_problems_name_the_key(tmp_path, change, message):
+    suite = {"name": "t", "device": "cpu", "cases": {}}
+    suite.update(change)
+    with pytest.raises(tp.SuiteError, match=message):
+        tp.load_suite(write_suite(tmp_path, suite))
+
+
+def measurement(variant, rnd, sps, **extra):
+    return {
+        "workload": "w",
+        "batch_size": 8,
+        "variant": variant,
+        "round": rnd,
+        "status": "ok",
+        "samples_per_s": sps,
+        **extra,
+    }
+
+
+def test_ratios_are_paired_per_round_and_the_median_taken():
+    # Round 1 ran on a slower machine state: both variants dropped; paired ratios see 1.0.
+    rows = tp.summarize(
+        [
+            measurement("bare", 0, 100.0),
+            measurement("harness", 0, 99.0, event_s=1.01, wall_s=1.0),
+            measurement("bare", 1, 50.0),
+            measurement("harness", 1, 50.0, event_s=0.99, wall_s=1.0),
+            measurement("bare", 2, 100.0),
+            measurement("harness", 2, 101.0, event_s=1.0, wall_s=1.0),
+            {**measurement("harness", -1, 10.0), "status": "process_warmup"},
+        ]
+    )
+    harness = next(r for r in rows if r["variant"] == "harness")
+    assert harness["over_bare"] == pytest.approx(1.0)  # median of 0.99, 1.0, 1.01
+    assert harness["over_bare_range"] == pytest.approx([0.99, 1.01])
+    assert harness["over_bare_of_medians"] == pytest.approx(99.0 / 100.0)
+    assert harness["rounds_ok"] == 3  # the process warm-up run is not a round
+    assert harness["event_vs_wall_max_abs"] == pytest.approx(0.01)
+
+
+def test_targets_and_markdown_come_from_the_results():
+    measurements = [
+        measurement("bare", 0, 100.0),
+        measurement("harness", 0, 97.0, event_s=1.03, wall_s=1.0),
+        measurement("hf_trainer", 0, 80.0),
+    ]
+    measurements = [{**m, "batch_size": 64} for m in measurements]
+    results = {
+        "suite": "t",
+        "date": "today",
+        "device": "cuda",
+        "rounds": 1,
+        "machine": {
+            "cpu_model": "cpu",
+            "logical_cores": 2,
+            "torch_threads": 2,
+            "python": "3",
+            "torch": "2",
+        },
+        "measurements": measurements
+        + [{**measurements[0], "variant": "bare", "round": 1, "status": "failed", "error": "boom"}],
+    }
+    results["summary"] = tp.summarize(results["measurements"])
+    checks = {c["target"].split(" ")[2]: c for c in tp.target_checks(results)}
+    assert checks["bare"]["value"] == pytest.approx(0.97) and not checks["bare"]["met"]
+    assert checks["HF"]["value"] == pytest.approx(97 / 80) and checks["HF"]["met"]
+    timing = next(c for c in tp.target_checks(results) if "CUDA events" in c["target"])
+    assert timing["value"] == pytest.approx(0.03) and not timing["met"]
+    text = tp.render_markdown(results)
+    assert "| 0.970 (0.970–0.970) |" in text and "**no**" in text
+    assert "boom" in text  # failed measurements are listed, not dropped
+
+
+def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):
+    variants = ["harness", "bare"]
+    cases = {"image_cnn": {"batch_sizes": [8], "variants": variants, "settings": TINY_CNN}}
+    if importlib.util.find_spec("accelerate") is not None:
+        cases["text_multilabel"] = {
+            "batch_sizes": [4],
+            "variants": ["harness", "bare", "hf_trainer"],
+            "settings": {
+                "epochs": 1,
+                "warmup_steps": 2,
+                "max_steps_per_epoch": 5,
+                "max_length": 32,
+                "data": {"source": "proposals", "n_train": 40, "n_dev": 8},
+                "model": {"dim": 16, "n_layers": 1, "n_heads": 2, "hidden_dim": 32},
+            },
+        }
+    suite = tp.load_suite(
+        write_suite(tmp_path, {"name": "tiny", "device": "cpu", "rounds": 1, "cases": cases})
+    )
+    out = tmp_path / "results.json"
+    results = tp.run_suite(suite, out, log=lambda line: None)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    ok = [m for m in results["measurements"] if m["status"] == "ok"]
+    assert {m["variant"] for m in ok} >= set(variants)
+    for workload in cases:
+        rows = [m for m in ok if m["workload"] == workload]
+        # Every variant times the harness's own number of steps after its warm-up.
+        assert len({(m["steps"], m["warmup_steps"]) for m in rows}) == 1, rows
+    cnn = [m for m in ok if m["workload"] == "image_cnn"]
+    assert cnn[0]["steps"] == 2 * 4 - 2
+    assert any(r.get("over_bare") for r in results["summary"])
