@@ -3,6 +3,7 @@
     python benchmarks/throughput.py benchmarks/suites/cuda.yaml
     python benchmarks/throughput.py benchmarks/suites/cpu.yaml --only image_cnn
     python benchmarks/throughput.py --render benchmarks/results/throughput-cuda-2026-11-22.json
+    python benchmarks/throughput.py --index     # benchmarks/results/README.md: every target
 
 Writes benchmarks/results/throughput-<suite>-<date>[-<only>].json after every measurement
 (an interrupted run keeps what it measured) and the Markdown summary beside it.
@@ -20,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
 from trainbench.bench import throughput  # noqa: E402
+from trainbench.records import atomic_write_text  # noqa: E402
 
 
 def main() -> int:
@@ -30,7 +32,15 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="only these workloads of the suite")
     parser.add_argument("--out", default=str(HERE / "results"), help="results folder")
     parser.add_argument("--render", help="re-render the Markdown of an existing results JSON")
+    parser.add_argument(
+        "--index", action="store_true", help="rewrite results/README.md from every results JSON"
+    )
     args = parser.parse_args()
+    if args.index:
+        results_dir = Path(args.out)
+        files = sorted(results_dir.glob("throughput-*.json"))
+        atomic_write_text(results_dir / "README.md", throughput.render_index(files))
+        return 0
     if args.render:
         results = json.loads(Path(args.render).read_text())
         throughput.write_markdown(results, Path(args.render).with_suffix(".md"))

@@ -22,6 +22,7 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "unavailable")
 ERROR_CLASSES = (
     "oom",
+    "compile_failed",
     "unsupported_op",
     "dtype",
     "placement",
