@@ -1,0 +1,1 @@
+"""Performance benchmarks of trainbench itself (run from benchmarks/*.py, never from tests)."""
