@@ -18,23 +18,3 @@ rule aggregate:
         skip_invalid=config["aggregate"]["skip_invalid_records"],
     script:
         "../scripts/aggregate.py"
-
-
-rule analysis_tables:
-    """Speedup and eval speed with bootstrap CIs, stability, per-label, parity, memory,
-    crossover and collapse tables: CSV for tools, Markdown for people."""
-    input:
-        runs="results/tables/runs.csv",
-        epochs="results/tables/epochs.csv",
-        per_label_runs="results/tables/per_label_runs.csv",
-        matmul="results/tables/matmul.csv",
-    output:
-        expand("results/tables/{name}.{ext}", name=ANALYSIS_TABLES, ext=("csv", "md")),
-    log:
-        "results/logs/analysis_tables.log",
-    conda:
-        "../envs/trainbench.yaml"
-    params:
-        baseline=config["report"]["baseline_device"],
-    script:
-        "../scripts/analysis_tables.py"
