@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from .environment import cpu_model_name
+
 
 @dataclass
 class AmpPolicy:
@@ -433,30 +435,3 @@ def get_device(backend: str, settings: dict | None = None) -> Device:
         raise ValueError(
             f"unknown device backend {backend!r}; known: {sorted(DEVICE_CLASSES)}"
         ) from None
-
-
-def cpu_model_name() -> str:
-    """Best-effort CPU model string (Linux /proc/cpuinfo, macOS sysctl)."""
-    if sys.platform.startswith("linux"):
-        try:
-            with open("/proc/cpuinfo") as fh:
-                for line in fh:
-                    if line.lower().startswith("model name"):
-                        return line.split(":", 1)[1].strip()
-        except OSError:
-            pass
-    if sys.platform == "darwin":
-        import subprocess
-
-        try:
-            out = subprocess.run(
-                ["sysctl", "-n", "machdep.cpu.brand_string"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-            )
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return platform.processor() or platform.machine()

@@ -10,8 +10,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from .devices import cpu_model_name
-
 TRACKED_PACKAGES = (
     "torch",
     "numpy",
@@ -100,3 +98,28 @@ def host_facts() -> dict:
         "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME"),
         "behaviour_variables": {k: os.environ[k] for k in BEHAVIOUR_VARIABLES if k in os.environ},
     }
+
+
+def cpu_model_name() -> str:
+    """Best-effort CPU model string (Linux /proc/cpuinfo, macOS sysctl)."""
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/cpuinfo") as fh:
+                for line in fh:
+                    if line.lower().startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+    if sys.platform == "darwin":
+        try:
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()
