@@ -10,6 +10,7 @@ under it (Snakemake, each job's script, each cell's child) then appends JSON lin
   (``trainbench.launcher.run_cell``: the launcher is started and imported;
   ``trainbench.devices.get_device``: the child's imports are done;
   ``trainbench.records.atomic_write_json``: a result or record is written;
+  ``trainbench.config.validate_config``: Snakemake has started and reads the Snakefile;
   ``trainbench.analysis.read_table`` and friends: a downstream script starts work);
 - ``exit``: at interpreter exit, with the Snakemake rule of a job's script.
 
@@ -30,6 +31,7 @@ _PATH = os.environ.get("TRAINBENCH_TRACE")
 
 # module -> functions whose calls mark a phase boundary
 WRAPPED = {
+    "trainbench.config": ("validate_config",),
     "trainbench.launcher": ("run_cell",),
     "trainbench.devices": ("get_device",),
     "trainbench.records": ("atomic_write_json",),
