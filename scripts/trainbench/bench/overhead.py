@@ -829,6 +829,17 @@ def _describe(run: dict) -> str:
     return code + (f" ({run['note']})" if run.get("note") else "")
 
 
+def _command(argv: list[str]) -> str:
+    """A label's command as one would rerun it: the default output, quoted values."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip or arg in ("--output", "--no-readme"):
+            skip = arg == "--output"
+            continue
+        shown.append(arg if re.fullmatch(r"[\w./:=+-]+", arg) else repr(arg))
+    return " ".join([".venv/bin/python benchmarks/workflow_overhead.py", *shown])
+
+
 def markdown_section(result: dict) -> str:
     """The README section, every number read from ``result`` (the JSON)."""
     machine, runs, goals = result["machine"], result["runs"], result["goals"]
@@ -852,10 +863,7 @@ def markdown_section(result: dict) -> str:
         "also holds each repetition, per-rule times and the slowest imports.",
         "",
         "```bash",
-        *(
-            " ".join([".venv/bin/python benchmarks/workflow_overhead.py", *runs[x]["argv"]])
-            for x in labels
-        ),
+        *(_command(runs[x]["argv"]) for x in labels),
         "```",
         "",
         *(f"- {x}: {_describe(runs[x])}" for x in labels),
@@ -989,12 +997,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--readme", type=Path, default=REPO / "benchmarks" / "README.md")
     parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument(
+        "--render", action="store_true", help="only write the README section from the JSON"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary workflow copies")
     args = parser.parse_args(argv)
 
     date = _dt.date.today().isoformat()
     output = args.output or default_output(date)
     result = json.loads(output.read_text()) if output.exists() else {}
+    if args.render:
+        # The file may have been measured under another name and moved here.
+        result.update(json=output.name, json_link=f"results/{output.name}")
+        output.write_text(json.dumps(result, indent=2) + "\n")
+        update_readme(args.readme, markdown_section(result))
+        print(f"updated {args.readme} from {output}")
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="trainbench-overhead-"))
     try:
         tree = export_tree(args.rev, tmp / "tree") if args.rev else (args.tree or REPO)
