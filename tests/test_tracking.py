@@ -11,10 +11,13 @@ import torch
 from torch import nn
 from trainbench.context import RunContext
 from trainbench.devices import AmpPolicy, CpuDevice
-from trainbench.tracking import (
+from trainbench.steady import dispersion
+from trainbench.trackers import (
+    EVAL,
+    TRAIN,
     StepTimer,
+    TimedRegion,
     capture_warnings,
-    latency_summary,
     verify_placement,
 )
 from trainbench.training import NonFiniteLossError, TrainingParts, run_training
@@ -61,34 +64,46 @@ class FakeEventDevice(FakeDevice):
 # ----------------------------------------------------------------------------- StepTimer
 
 
+def _region(timer: StepTimer, device, steps: int) -> None:
+    timer.prepare(steps)
+    with TimedRegion(device, [timer], TRAIN):
+        for _ in range(steps):
+            timer.mark_step()
+
+
 @pytest.mark.parametrize("steps", [0, 1, 5, 40])
 def test_step_timer_syncs_only_at_region_edges(steps):
     device = FakeDevice()
     timer = StepTimer(device)
     assert not timer.uses_events
-    timer.start()
-    assert device.syncs == 1
-    for _ in range(steps):
-        timer.mark_step()
-    assert device.syncs == 1  # mark_step never syncs
-    region = timer.stop()
+    timer.prepare(steps)
+    with TimedRegion(device, [timer], TRAIN) as region:
+        assert device.syncs == 1
+        for _ in range(steps):
+            timer.mark_step()
+        assert device.syncs == 1  # mark_step never syncs
     assert device.syncs == 2
-    assert len(region.step_seconds) == steps
-    assert all(s >= 0 for s in region.step_seconds)
-    assert region.wall_seconds >= sum(region.step_seconds) - 1e-9
+    assert len(timer.regions[-1]) == steps
+    assert all(s >= 0 for s in timer.regions[-1])
+    assert region.seconds >= sum(timer.regions[-1]) - 1e-9
+    assert timer.region_seconds == [region.seconds]
 
 
-def test_step_timer_reuse_starts_a_fresh_region():
+def test_step_timer_keeps_each_region_apart():
     device = FakeDevice()
     timer = StepTimer(device)
-    timer.start()
-    for _ in range(3):
-        timer.mark_step()
-    timer.stop()
-    timer.start()
-    timer.mark_step()
-    assert len(timer.stop().step_seconds) == 1
+    _region(timer, device, 3)
+    _region(timer, device, 1)
+    assert [len(r) for r in timer.regions] == [3, 1]
     assert device.syncs == 4
+
+
+def test_step_timer_ignores_evaluation_regions():
+    device = FakeDevice()
+    timer = StepTimer(device)
+    with TimedRegion(device, [timer], EVAL):
+        pass
+    assert timer.regions == []
 
 
 def test_step_timer_uses_device_events():
@@ -97,44 +112,50 @@ def test_step_timer_uses_device_events():
     timer = StepTimer(device)
     assert timer.uses_events
     assert "events" in timer.method
-    timer.start()
-    for _ in range(3):
-        timer.mark_step()
-    region = timer.stop()
-    assert region.step_seconds == pytest.approx([0.005, 0.010, 0.030])
+    _region(timer, device, 3)
+    assert timer.regions[-1] == pytest.approx([0.005, 0.010, 0.030])
     assert device.syncs == 2
     assert device.clock == []  # every step recorded exactly one event
 
 
-# ----------------------------------------------------------------------------- latency_summary
+def test_timed_region_does_not_sync_after_an_exception():
+    device = FakeDevice()
+    with pytest.raises(RuntimeError), TimedRegion(device, [], TRAIN):
+        raise RuntimeError("the device failed")
+    assert device.syncs == 1
 
 
-def test_latency_summary_matches_numpy():
+# ----------------------------------------------------------------------------- dispersion
+
+
+def test_dispersion_matches_numpy():
     values = [0.010, 0.012, 0.011, 0.030, 0.009, 0.010, 0.013, 0.011]
     arr = np.array(values)
-    summary = latency_summary(values)
+    summary = dispersion(values)
     assert summary["n"] == 8
     assert summary["mean"] == pytest.approx(arr.mean())
     assert summary["p50"] == pytest.approx(np.percentile(arr, 50))
     assert summary["p90"] == pytest.approx(np.percentile(arr, 90))
     assert summary["p99"] == pytest.approx(np.percentile(arr, 99))
     assert summary["cv"] == pytest.approx(arr.std(ddof=1) / arr.mean())
+    mad = np.median(np.abs(arr - np.median(arr)))
+    assert summary["robust_cv"] == pytest.approx(1.4826 * mad / np.median(arr))
     assert summary["min"] == 0.009
     assert summary["max"] == 0.030
 
 
-def test_latency_summary_hand_computed():
-    summary = latency_summary([1.0, 2.0, 3.0, 4.0])
+def test_dispersion_hand_computed():
+    summary = dispersion([1.0, 2.0, 3.0, 4.0])
     assert summary["mean"] == 2.5
     assert summary["p50"] == 2.5
     # sample std of 1..4 is sqrt(5/3)
     assert summary["cv"] == pytest.approx(math.sqrt(5 / 3) / 2.5)
 
 
-def test_latency_summary_edge_cases():
-    empty = latency_summary([])
+def test_dispersion_edge_cases():
+    empty = dispersion([])
     assert empty["n"] == 0 and empty["mean"] is None and empty["cv"] is None
-    single = latency_summary([0.5])
+    single = dispersion([0.5])
     assert single["n"] == 1 and single["cv"] == 0.0 and single["p99"] == 0.5
 
 
@@ -159,6 +180,8 @@ def _spec(
         },
         "launcher": {"progress": "never"},
         "run_seed": 0,
+        # Exact step counts: the window starts at warmup_steps (detection is tested apart).
+        "timing": {"steady_state": {"detect": False}, "max_eval_passes": 3},
     }
 
 
@@ -230,9 +253,9 @@ def test_training_sync_count_is_independent_of_steps():
     assert few["timed"]["steps"] == 6 + 8
     assert many["timed"]["steps"] == 30 + 32
     assert dev_few.syncs == dev_many.syncs
-    # Small constant: epoch 1 = warm-up open + warm-up close + timed open/close + eval edges;
-    # later epochs = timed open/close + eval edges.
-    assert dev_few.syncs <= 6 * 2
+    # Small constant: step 0's edges and the placement check, then per epoch the
+    # region's edges and the evaluation's, then the calibration passes' edges.
+    assert dev_few.syncs <= 6 * 2 + 2
 
 
 def test_training_sync_count_per_epoch_is_constant():
@@ -251,6 +274,7 @@ def test_training_excludes_warmup_from_timing():
     assert result["warmup"]["steps"] == 3
     assert result["warmup"]["samples"] == 3 * bs
     assert result["warmup"]["seconds"] > 0
+    assert result["warmup"]["seconds"] == pytest.approx(sum(result["steps"]["seconds"][0][:3]))
     timed = result["timed"]
     assert timed["samples"] == total_samples - result["warmup"]["samples"]
     assert timed["steps"] == 2 * 10 - 3
@@ -263,6 +287,11 @@ def test_training_excludes_warmup_from_timing():
         )
     assert result["step_latency_s"]["n"] == timed["steps"]
     assert result["settings"]["warmup_steps"] == 3
+    # every step is kept, warm-up included; the window is the sum of its steps
+    assert [len(e) for e in result["steps"]["seconds"]] == [10, 10]
+    flat = [s for e in result["steps"]["seconds"] for s in e]
+    assert timed["seconds"] == pytest.approx(sum(flat[3:]))
+    assert result["steady_state"]["classification"] == "fixed warm-up"
 
 
 def test_training_warmup_longer_than_first_epoch():

@@ -12,7 +12,6 @@ import atexit
 import faulthandler
 import json
 import os
-import random
 import signal
 import sys
 import time
@@ -28,53 +27,37 @@ def _exception_info(exc: BaseException) -> dict:
     }
 
 
-def run(spec: dict, attempt: int) -> dict:
-    import numpy as np
+def run(spec: dict, attempt: int, facts: dict) -> dict:
+    """Run the cell. ``facts`` collects the environment (torch version, packages,
+    the device's name) as soon as each is known, so a failed run still has them."""
     import torch
 
     from . import workloads
-    from .context import RunContext
-    from .devices import get_device
+    from .context import DeviceUnavailable, make_context
     from .environment import package_versions
-    from .faults import active_fault
-    from .tracking import capture_warnings
+    from .trackers import capture_warnings
 
     t_start = time.perf_counter()
-    device = get_device(spec["backend"], spec["device_settings"])
-    base = {"packages": package_versions(), "torch_version": torch.__version__}
-    available, reason = device.availability()
-    if not available:
-        return {"status": "unavailable", "reason": reason, "child_environment": base}
-
-    settings_in_force = device.apply_settings()
-    random.seed(spec["run_seed"])
-    np.random.seed(spec["run_seed"])
-    torch.manual_seed(spec["run_seed"])
-    amp = device.amp_policy()
-    base["device"] = device.facts()
-    ctx = RunContext(
-        spec=spec,
-        device=device,
-        torch_device=device.torch_device(),
-        amp=amp,
-        settings_in_force=settings_in_force,
-        attempt=attempt,
-        fault=active_fault(spec, attempt),
-    )
+    facts.update(packages=package_versions(), torch_version=torch.__version__)
+    try:
+        ctx = make_context(spec, attempt, facts)
+    except DeviceUnavailable as exc:
+        return {"status": "unavailable", "reason": str(exc), "child_environment": facts}
     with capture_warnings() as warning_log:
         ctx.warnings = warning_log
         result = workloads.get(spec["cell"]["workload"]).run(ctx)
+    settings_in_force = ctx.settings_in_force
     # Threads can change during the run (set by a library); record the final value too.
     settings_in_force["torch_threads_at_end"] = torch.get_num_threads()
-    settings_in_force["amp"] = amp.as_dict()
-    settings_in_force["dataloader"] = device.dataloader_kwargs()
+    settings_in_force["amp"] = ctx.amp.as_dict()
+    settings_in_force["dataloader"] = ctx.device.dataloader_kwargs()
     return {
         "status": "ok",
         "result": result,
         "settings_in_force": settings_in_force,
         "warnings": warning_log.as_dict(),
         "fallback": bool(warning_log.fallback_ops),
-        "child_environment": base,
+        "child_environment": facts,
         "child_seconds": time.perf_counter() - t_start,
     }
 
@@ -90,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
 
     with open(spec_path) as fh:
         spec = json.load(fh)
+    facts: dict = {}
     try:
-        outcome = run(spec, attempt)
+        outcome = run(spec, attempt, facts)
         code = 0
     except BaseException as exc:  # recorded, never swallowed: the launcher classifies it
         traceback.print_exc()
-        outcome = {"status": "failed", **_exception_info(exc)}
+        outcome = {"status": "failed", **_exception_info(exc), "child_environment": facts}
         code = 1
     atomic_write_json(result_path, outcome)
     return code

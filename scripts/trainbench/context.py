@@ -8,7 +8,7 @@ import torch
 
 from . import faults
 from .devices import AmpPolicy, Device
-from .tracking import WarningLog
+from .trackers import WarningLog
 
 
 @dataclass
@@ -60,10 +60,15 @@ class RunContext:
             faults.inject(self.fault)
 
 
-def make_context(spec: dict, attempt: int = 1) -> RunContext:
+class DeviceUnavailable(RuntimeError):
+    """The cell's device cannot be used here; the message is the reason."""
+
+
+def make_context(spec: dict, attempt: int = 1, facts: dict | None = None) -> RunContext:
     """Device set up as the spec says, seeds set, AMP policy chosen: the context a
-    cell's workload runs in (the benchmarks build it in-process the same way).
-    Raises RuntimeError naming the reason when the device is unavailable."""
+    cell's workload runs in (the child and the benchmarks build it the same way).
+    ``facts`` (if given) receives the device's facts as soon as they are known, so a
+    run that fails later still records them. Raises DeviceUnavailable with the reason."""
     import random
 
     import numpy as np
@@ -74,7 +79,9 @@ def make_context(spec: dict, attempt: int = 1) -> RunContext:
     device = get_device(spec["backend"], spec["device_settings"])
     available, reason = device.availability()
     if not available:
-        raise RuntimeError(f"{spec['backend']} is unavailable: {reason}")
+        raise DeviceUnavailable(reason)
+    if facts is not None:
+        facts["device"] = device.facts()
     settings_in_force = device.apply_settings()
     random.seed(spec["run_seed"])
     np.random.seed(spec["run_seed"])

@@ -13,6 +13,8 @@ RandomSampler with the same generator gives, so both paths train identically.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
@@ -99,3 +101,47 @@ def make_loader(
     sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
     batches = BatchSampler(sampler, batch_size=batch_size, drop_last=shuffle)
     return DataLoader(dataset, sampler=batches, batch_size=None, **loader_kwargs)
+
+
+def staged_batches(loader: Iterable, device: torch.device, non_blocking: bool, prefetch: bool):
+    """Batches already on the device. With ``prefetch`` on CUDA, the next batch is
+    copied on a side stream while the current step computes, so the step never
+    waits for its host-to-device copy."""
+    if not (prefetch and device.type == "cuda"):
+        for batch in loader:
+            yield _to_device(batch, device, non_blocking)
+        return
+    copy_stream = torch.cuda.Stream(device)
+    host_batches = iter(loader)
+
+    def copy_next():
+        host = next(host_batches, None)
+        if host is None:
+            return None
+        with torch.cuda.stream(copy_stream):
+            return _to_device(host, device, non_blocking)
+
+    ahead = copy_next()
+    while ahead is not None:
+        compute_stream = torch.cuda.current_stream(device)
+        compute_stream.wait_stream(copy_stream)
+        batch = ahead
+        for value in batch.values():
+            if isinstance(value, torch.Tensor):
+                value.record_stream(compute_stream)  # keep its memory until the step is done
+        ahead = copy_next()
+        yield batch
+
+
+def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
+    return {
+        k: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
+        for k, v in batch.items()
+    }
+
+
+def batch_size_of(batch: dict) -> int:
+    for value in batch.values():
+        if isinstance(value, torch.Tensor):
+            return int(value.shape[0])
+    raise ValueError("batch holds no tensor")

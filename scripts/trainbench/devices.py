@@ -145,6 +145,20 @@ class Device:
 
         return int(psutil.virtual_memory().total)
 
+    def reserved_memory_bytes(self) -> int | None:
+        """Memory the backend holds beyond live tensors (CUDA's caching allocator,
+        MPS's driver allocations); None where the backend has no such figure."""
+        return None
+
+    def memory_snapshot(self) -> dict:
+        """Memory now, read outside every timed region (once per epoch): device
+        tensors, the backend's reserved/driver memory, and the process's RSS."""
+        return {
+            "allocated_bytes": self.current_memory_bytes() if self.backend != "cpu" else None,
+            "reserved_bytes": self.reserved_memory_bytes(),
+            "process_rss_bytes": host_current_rss_bytes(),
+        }
+
     def empty_cache(self) -> None:
         pass
 
@@ -283,6 +297,9 @@ class CudaDevice(Device):
     def memory_limit_bytes(self) -> int | None:
         return int(torch.cuda.get_device_properties(self._index()).total_memory)
 
+    def reserved_memory_bytes(self) -> int | None:
+        return int(torch.cuda.memory_reserved(self._index()))
+
     def empty_cache(self) -> None:
         torch.cuda.empty_cache()
 
@@ -309,7 +326,6 @@ class MpsDevice(Device):
     def __init__(self, settings: dict | None = None):
         super().__init__(settings)
         self._sampled_peak: int | None = None
-        self.fallback_seen = False
 
     def availability(self) -> tuple[bool, str]:
         backend = getattr(torch.backends, "mps", None)
@@ -411,6 +427,13 @@ class MpsDevice(Device):
 
     def memory_limit_bytes(self) -> int | None:
         value = _mps_call("recommended_max_memory")
+        return int(value) if value is not None else None
+
+    def reserved_memory_bytes(self) -> int | None:
+        """torch.mps.driver_allocated_memory(): every Metal allocation of the process,
+        the allocator's cache included (grows where current_allocated_memory does not:
+        the leaks of pytorch issues 164299 and 181213)."""
+        value = _mps_call("driver_allocated_memory")
         return int(value) if value is not None else None
 
     def empty_cache(self) -> None:

@@ -41,23 +41,32 @@ def package_versions() -> dict:
     return versions
 
 
-def git_commit(repo: str | os.PathLike | None = None) -> str | None:
-    repo = Path(repo or Path(__file__).resolve().parents[2])
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+COMMIT_VARIABLE = "TRAINBENCH_COMMIT"
+
+
+def _git(repo: Path, *args: str) -> str | None:
     try:
         out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode != 0:
-        return None
-    dirty = subprocess.run(
-        ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        timeout=5,
-    )
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit(repo: str | os.PathLike | None = None) -> str:
+    """The commit of the project's own repository (``-dirty`` when tracked files
+    changed). Never an enclosing repository's: a copy of the tree inside another
+    checkout is not that checkout's commit. Else $TRAINBENCH_COMMIT, else "unknown"."""
+    repo = Path(repo or PROJECT_ROOT).resolve()
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    if top is not None and Path(top).resolve() == repo:
+        head = _git(repo, "rev-parse", "HEAD")
+        if head:
+            dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
+            return head + ("-dirty" if dirty else "")
+    return os.environ.get(COMMIT_VARIABLE) or "unknown"
 
 
 def gpu_models() -> list[str] | None:

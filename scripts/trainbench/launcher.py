@@ -68,14 +68,6 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
     return env, overrides
 
 
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None]:
     """Wait for the child; kill its process group past the timeout.
     Returns (returncode, timed_out, child's peak RSS in bytes from wait4)."""
@@ -228,6 +220,8 @@ def run_attempt(spec: dict, attempt: int, log) -> dict:
     else:
         message = f"child exited with code {returncode} without writing a result"
     outcome["status"] = "failed"
+    # What the child knew before it failed (torch version, device name), if it said.
+    outcome["child_environment"] = info.get("child_environment")
     outcome["error"] = {
         "class": result.error_class,
         "exception": info.get("exception_type"),
@@ -400,7 +394,7 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     final = attempts[-1]
     child = final.get("child") or {}
     environment = host_facts()
-    environment.update(child.get("child_environment") or {})
+    environment.update(child.get("child_environment") or final.get("child_environment") or {})
     environment["git_commit"] = git_commit()
     environment["config_hash"] = spec.get("config_hash")
     environment["seed"] = spec.get("seed")
@@ -420,7 +414,9 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     if child.get("fallback"):
         label = f"{label}+cpu-fallback"
     slim_attempts = [
-        {k: v for k, v in a.items() if k != "child"} | {"status": a["status"]} for a in attempts
+        {k: v for k, v in a.items() if k not in ("child", "child_environment")}
+        | {"status": a["status"]}
+        for a in attempts
     ]
     for a in slim_attempts:
         if a.get("error"):

@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "unavailable")
 ERROR_CLASSES = (
     "oom",
@@ -104,9 +104,18 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def current_umask() -> int:
+    """The process's umask (reading it means setting it; it is set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write via a temp file in the same folder, fsync, then rename: a reader sees
-    the old file or the whole new one, never a truncated one."""
+    the old file or the whole new one, never a truncated one. The file gets the
+    mode a plain ``open`` would give (0666 less the umask), not mkstemp's 0600, so a
+    results folder shared by a group stays readable."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -115,6 +124,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

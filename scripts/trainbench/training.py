@@ -1,11 +1,13 @@
 """The one training loop every training workload runs through.
 
 A workload supplies its model, optimizer, loaders, a loss function and an
-evaluation function (:class:`TrainingParts`); this loop owns everything that
-makes the numbers honest and comparable across devices: warm-up excluded and
-reported apart, sync only at region edges, loss accumulated on the device,
-evaluation timed apart, memory and placement checks, autocast and GradScaler
-per the device policy, NaN detection.
+evaluation function (:class:`TrainingParts`). The loop owns what makes the numbers
+honest and comparable across devices, through small trackers
+(:mod:`trainbench.trackers`): every step timed (events or clock) inside regions
+synchronized only at their edges, steady state detected from that series
+(:mod:`trainbench.steady`), evaluation timed apart with the cold first pass
+reported apart, memory per epoch, other processes' CPU use, placement and autocast
+checks after the first step, NaN detection. See docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -20,12 +22,29 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from .classify import COMPILE_ERROR_NAMES
 from .context import RunContext
-from .tracking import StepTimer, latency_summary, verify_placement
+from .data import batch_size_of, staged_batches
+from .measurement import TimingProtocol, epoch_windows, eval_window, measurement_window
+from .trackers import (
+    EVAL,
+    TRAIN,
+    AutocastProbe,
+    HostActivity,
+    MemoryTracker,
+    StepTimer,
+    TimedRegion,
+    autocast_facts,
+    verify_placement,
+)
 
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite."""
+
+
+class CompileFailedError(RuntimeError):
+    """torch.compile could not compile the training step (recorded as compile_failed)."""
 
 
 @dataclass
@@ -56,16 +75,6 @@ class TrainingParts:
     finish: Callable[[dict], dict] | None = None
 
 
-class CompileFailedError(RuntimeError):
-    """torch.compile could not compile the training step (recorded as compile_failed)."""
-
-
-# Exception classes torch.compile raises (by name: these live in private modules).
-COMPILE_ERROR_NAMES = frozenset(
-    {"TorchDynamoException", "BackendCompilerFailed", "InductorError", "Unsupported"}
-)
-
-
 def is_compile_error(exc: BaseException) -> bool:
     return any(cls.__name__ in COMPILE_ERROR_NAMES for cls in type(exc).__mro__)
 
@@ -77,72 +86,6 @@ def compile_step(loss_fn: Callable, mode: str) -> Callable:
 
     torch._dynamo.config.suppress_errors = False
     return torch.compile(loss_fn, mode=mode)
-
-
-def staged_batches(loader: Iterable, device: torch.device, non_blocking: bool, prefetch: bool):
-    """Batches already on the device. With ``prefetch`` on CUDA, the next batch is
-    copied on a side stream while the current step computes, so the step never
-    waits for its host-to-device copy."""
-    if not (prefetch and device.type == "cuda"):
-        for batch in loader:
-            yield _to_device(batch, device, non_blocking)
-        return
-    copy_stream = torch.cuda.Stream(device)
-    host_batches = iter(loader)
-
-    def copy_next():
-        host = next(host_batches, None)
-        if host is None:
-            return None
-        with torch.cuda.stream(copy_stream):
-            return _to_device(host, device, non_blocking)
-
-    ahead = copy_next()
-    while ahead is not None:
-        compute_stream = torch.cuda.current_stream(device)
-        compute_stream.wait_stream(copy_stream)
-        batch = ahead
-        for value in batch.values():
-            if isinstance(value, torch.Tensor):
-                value.record_stream(compute_stream)  # keep its memory until the step is done
-        ahead = copy_next()
-        yield batch
-
-
-def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
-    return {
-        k: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
-        for k, v in batch.items()
-    }
-
-
-def _batch_size_of(batch: dict) -> int:
-    for value in batch.values():
-        if isinstance(value, torch.Tensor):
-            return int(value.shape[0])
-    raise ValueError("batch holds no tensor")
-
-
-class _AutocastProbe:
-    """Records the output dtype of the first Linear/Conv layer during one step, to
-    prove autocast really ran (MPS can disable it silently)."""
-
-    def __init__(self, model: torch.nn.Module):
-        self.dtype: torch.dtype | None = None
-        self.enabled_flag: bool | None = None
-        self._handle = None
-        for module in model.modules():
-            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d, torch.nn.Conv1d)):
-                self._handle = module.register_forward_hook(self._hook)
-                break
-
-    def _hook(self, module, inputs, output):
-        if self.dtype is None and isinstance(output, torch.Tensor):
-            self.dtype = output.dtype
-
-    def remove(self) -> None:
-        if self._handle is not None:
-            self._handle.remove()
 
 
 def _progress(ctx: RunContext, total: int, desc: str):
@@ -159,263 +102,319 @@ def _progress(ctx: RunContext, total: int, desc: str):
     )
 
 
-def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
-    settings = ctx.workload_settings
-    device, dev = ctx.torch_device, ctx.device
-    epochs = int(settings["epochs"])
-    warmup_steps = int(settings["warmup_steps"])
-    accumulation = int(settings.get("gradient_accumulation", 1))
-    max_steps = settings.get("max_steps_per_epoch")
-    amp = ctx.amp
-    autocast_dtype = getattr(torch, amp.dtype) if amp.enabled else None
-    scaler = dev.make_grad_scaler(amp)
-    non_blocking = bool(ctx.loader_kwargs.get("pin_memory"))
-    staged = bool(getattr(parts.train_loader, "on_device", False))
-    prefetch = bool(dev.settings.get("prefetch_to_device", False))
-    prefetch = prefetch and device.type == "cuda" and not staged
-    model, optimizer = parts.model, parts.optimizer
-    compile_mode = ctx.spec.get("compile")
-    loss_fn = compile_step(parts.loss_fn, compile_mode) if compile_mode else parts.loss_fn
-    mark_cudagraph_step = compile_mode is not None and device.type == "cuda"
-    first_step_seconds = None
+class TrainingLoop:
+    """One run of one cell: epochs of timed steps, evaluation, trackers, the result."""
 
-    def keep(value: torch.Tensor) -> torch.Tensor:
-        return value.detach().clone() if compile_mode else value.detach()
-
-    steps_per_epoch = len(parts.train_loader)  # type: ignore[arg-type]
-    if max_steps:
-        steps_per_epoch = min(steps_per_epoch, int(max_steps))
-    if steps_per_epoch < 1:
-        raise ValueError(
-            "the training split yields no full batch at this batch size; lower batch_size or add data"
+    def __init__(self, parts: TrainingParts, ctx: RunContext):
+        settings = ctx.workload_settings
+        self.parts, self.ctx = parts, ctx
+        self.device, self.dev = ctx.torch_device, ctx.device
+        self.protocol = TimingProtocol.from_spec(ctx.spec)
+        self.epochs = int(settings["epochs"])
+        self.warmup_steps = int(settings["warmup_steps"])
+        self.accumulation = int(settings.get("gradient_accumulation", 1))
+        self.amp = ctx.amp
+        self.autocast_dtype = getattr(torch, self.amp.dtype) if self.amp.enabled else None
+        self.scaler = self.dev.make_grad_scaler(self.amp)
+        self.non_blocking = bool(ctx.loader_kwargs.get("pin_memory"))
+        self.staged = bool(getattr(parts.train_loader, "on_device", False))
+        prefetch = bool(self.dev.settings.get("prefetch_to_device", False))
+        self.prefetch = prefetch and self.device.type == "cuda" and not self.staged
+        self.compile_mode = ctx.spec.get("compile")
+        self.loss_fn = (
+            compile_step(parts.loss_fn, self.compile_mode) if self.compile_mode else parts.loss_fn
         )
+        self.steps_per_epoch = self._steps_per_epoch(settings.get("max_steps_per_epoch"))
+        self.timer = StepTimer(self.dev)
+        self.host = HostActivity(self.protocol.disturbed_other_cores)
+        self.memory = MemoryTracker(self.dev)
+        self.trackers = [self.timer, self.host, self.memory]
+        self.step_seconds: list[list[float]] = []
+        self.step_samples: list[int] = []
+        self.data_wait: list[float] = []
+        self.eval_passes: list[dict] = []
+        self.epoch_rows: list[dict] = []
+        self.verification: dict = {}
+        self.first_step_seconds: float | None = None
+        self._autocast_flag: bool | None = None
+        self.global_step = 0
 
-    n_params = sum(p.numel() for p in model.parameters())
-    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    def _steps_per_epoch(self, max_steps) -> int:
+        steps = len(self.parts.train_loader)  # type: ignore[arg-type]
+        if max_steps:
+            steps = min(steps, int(max_steps))
+        if steps < 1:
+            raise ValueError(
+                "the training split yields no full batch at this batch size; "
+                "lower batch_size or add data"
+            )
+        return steps
 
-    dev.reset_peak_memory()
-    memory_initial = dev.current_memory_bytes()
+    # -- one step ------------------------------------------------------------------
 
-    timer = StepTimer(dev)
-    global_step = 0
-    warmup = {"steps": 0, "samples": 0, "seconds": 0.0}
-    all_step_seconds: list[float] = []
-    timed_totals = {"steps": 0, "samples": 0, "seconds": 0.0}
-    data_wait_total = 0.0
-    data_wait_steps = 0
-    verification: dict = {}
-    probe: _AutocastProbe | None = None
-    epochs_out: list[dict] = []
-    fault = ctx.fault
+    def _step(self, batch: dict, step_in_epoch: int) -> tuple[torch.Tensor, dict]:
+        """Forward, backward and (every ``accumulation`` micro-steps) the optimizer
+        step. Never synchronizes."""
+        if self.global_step == 1 and self.ctx.fault:
+            self.ctx.inject_fault()
+        if self.compile_mode is not None and self.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()
+        try:
+            with torch.autocast(
+                device_type=self.device.type, dtype=self.autocast_dtype, enabled=self.amp.enabled
+            ):
+                loss, stats = self.loss_fn(self.parts.model, batch)
+                if self.global_step == 0:
+                    self._autocast_flag = torch.is_autocast_enabled(self.device.type)
+        except Exception as exc:
+            if self.compile_mode and is_compile_error(exc):
+                raise CompileFailedError(
+                    f"torch.compile(mode={self.compile_mode!r}) failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise
+        if self.ctx.fault == "nan_loss" and self.global_step >= 1:
+            loss = loss * float("nan")
+        self.memory.sample()
+        scaled = loss / self.accumulation if self.accumulation > 1 else loss
+        (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+        self.memory.sample()
+        last = step_in_epoch + 1 == self.steps_per_epoch
+        if (step_in_epoch + 1) % self.accumulation == 0 or last:
+            self._optimizer_step()
+        keep = (lambda v: v.detach().clone()) if self.compile_mode else (lambda v: v.detach())
+        return keep(loss), {name: keep(value) for name, value in stats.items()}
 
-    for epoch in range(1, epochs + 1):
-        epoch_facts = parts.before_epoch(epoch) if parts.before_epoch else {}
-        model.train()
-        # Per-step losses and stats stay on the device and are summed once per epoch:
-        # no reduction kernel inside the timed steps (compiled steps keep a copy,
-        # since a CUDA-graph replay overwrites its outputs).
-        step_losses: list[torch.Tensor] = []
-        step_stats: dict[str, list[torch.Tensor]] = {}
-        epoch_samples = 0
-        epoch_timed = {"steps": 0, "samples": 0, "seconds": 0.0}
+    def _optimizer_step(self) -> None:
+        if self.scaler is not None:
+            self.scaler.step(self.parts.optimizer)
+            self.scaler.update()
+        else:
+            self.parts.optimizer.step()
+        self.parts.optimizer.zero_grad(set_to_none=True)
+        if self.parts.step_scheduler is not None:
+            self.parts.step_scheduler.step()
+        self.memory.sample()
+
+    def _first_step(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """Step 0, outside every timed region: synchronized at both edges (it holds
+        compilation and lazy initialisation), then the placement and autocast checks,
+        which synchronize themselves."""
+        probe = AutocastProbe(self.parts.model)
+        self.dev.synchronize()
+        t0 = time.perf_counter()
+        out = self._step(batch, 0)
+        self.dev.synchronize()
+        self.first_step_seconds = time.perf_counter() - t0
+        probe.remove()
+        self.verification = verify_placement(
+            self.parts.model, self.parts.optimizer, batch, self.device.type
+        )
+        self.verification.update(autocast_facts(self.amp, self._autocast_flag, probe))
+        if self.ctx.fault == "silent_corruption":
+            print("Error: command buffer exited with error status. (injected)", file=sys.stderr)
+            sys.stderr.flush()
+        return out
+
+    # -- epochs ----------------------------------------------------------------------
+
+    def run_epoch(self, epoch: int) -> None:
+        parts = self.parts
+        facts = parts.before_epoch(epoch) if parts.before_epoch else {}
+        parts.model.train()
         epoch_start = time.perf_counter()
-        in_timed_region = False
-        warmup_t0 = None
-
-        if global_step < warmup_steps:
-            dev.synchronize()
-            warmup_t0 = time.perf_counter()
-        else:
-            timer.start(steps_per_epoch)
-            in_timed_region = True
-
-        bar = _progress(ctx, steps_per_epoch, f"{ctx.label} epoch {epoch}/{epochs}")
-        iterator = staged_batches(parts.train_loader, device, non_blocking, prefetch)
-        for step_in_epoch in range(steps_per_epoch):
-            if not in_timed_region and global_step == warmup_steps:
-                # Warm-up ends here: close its region and open the timed one.
-                dev.synchronize()
-                warmup["seconds"] += time.perf_counter() - warmup_t0
-                timer.start(steps_per_epoch - step_in_epoch)
-                in_timed_region = True
-
-            wait_t0 = time.perf_counter()
-            batch = next(iterator)  # host fetch + (pinned, non-blocking) copy to the device
-            wait = time.perf_counter() - wait_t0
-            n = _batch_size_of(batch)
-
-            if global_step == 0:
-                probe = _AutocastProbe(model)
-                first_t0 = time.perf_counter()
-            if global_step == 1 and fault:
-                ctx.inject_fault()
-            if mark_cudagraph_step:
-                torch.compiler.cudagraph_mark_step_begin()
-
-            try:
-                with torch.autocast(
-                    device_type=device.type, dtype=autocast_dtype, enabled=amp.enabled
-                ):
-                    loss, stats = loss_fn(model, batch)
-                    autocast_flag = (
-                        torch.is_autocast_enabled(device.type) if global_step == 0 else None
-                    )
-            except Exception as exc:
-                if compile_mode and is_compile_error(exc):
-                    raise CompileFailedError(
-                        f"torch.compile(mode={compile_mode!r}) failed: {type(exc).__name__}: {exc}"
-                    ) from exc
-                raise
-            if fault == "nan_loss" and global_step >= 1:
-                loss = loss * float("nan")
-            dev.sample_memory()
-            scaled = loss / accumulation if accumulation > 1 else loss
-            if scaler is not None:
-                scaler.scale(scaled).backward()
-            else:
-                scaled.backward()
-            dev.sample_memory()
-            if (step_in_epoch + 1) % accumulation == 0 or step_in_epoch + 1 == steps_per_epoch:
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                if parts.step_scheduler is not None:
-                    parts.step_scheduler.step()
-                dev.sample_memory()
-
-            step_losses.append(keep(loss))
-            for name, value in stats.items():
-                step_stats.setdefault(name, []).append(keep(value))
-            epoch_samples += n
-
-            if global_step == 0:
-                # Inside warm-up: these syncing checks never touch a timed region.
-                dev.synchronize()
-                first_step_seconds = time.perf_counter() - first_t0
-                probe.remove()
-                verification = verify_placement(model, optimizer, batch, device.type)
-                verification["autocast_requested"] = amp.enabled
-                verification["autocast_enabled_in_region"] = bool(autocast_flag)
-                verification["autocast_output_dtype"] = (
-                    str(probe.dtype).replace("torch.", "") if probe.dtype else None
-                )
-                verification["autocast_active"] = bool(
-                    amp.enabled and autocast_flag and probe.dtype == autocast_dtype
-                )
-                if fault == "silent_corruption":
-                    print(
-                        "Error: command buffer exited with error status. (injected)",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-
-            if in_timed_region:
-                timer.mark_step()
-                epoch_timed["steps"] += 1
-                epoch_timed["samples"] += n
-                data_wait_total += wait
-                data_wait_steps += 1
-            else:
-                warmup["steps"] += 1
-                warmup["samples"] += n
-            global_step += 1
-            bar.update(1)
-        bar.close()
-
-        if in_timed_region:
-            region = timer.stop()
-            epoch_timed["seconds"] = region.wall_seconds
-            all_step_seconds.extend(region.step_seconds)
-        else:
-            dev.synchronize()
-            warmup["seconds"] += time.perf_counter() - warmup_t0
+        losses, stats, seconds = self._train_steps(epoch)
         train_seconds = time.perf_counter() - epoch_start
-
-        loss_sum = torch.stack(step_losses).float().sum()
-        mean_loss = float(loss_sum.item()) / steps_per_epoch
+        mean_loss = float(torch.stack(losses).float().sum().item()) / self.steps_per_epoch
         if not math.isfinite(mean_loss):
             raise NonFiniteLossError(
-                f"training loss is {mean_loss} in epoch {epoch} (device {device})"
+                f"training loss is {mean_loss} in epoch {epoch} (device {self.device})"
             )
-        sums = {k: float(torch.stack(v).sum().item()) for k, v in step_stats.items()}
-        del step_losses, step_stats
-        train_metrics = parts.train_metrics(sums, epoch_samples) if parts.train_metrics else {}
-
+        sums = {k: float(torch.stack(v).sum().item()) for k, v in stats.items()}
+        samples = sum(self.step_samples[-self.steps_per_epoch :])
+        train_metrics = parts.train_metrics(sums, samples) if parts.train_metrics else {}
         if parts.scheduler is not None:
             parts.scheduler.step()
+        evaluation = self._evaluate(epoch)
+        row = {
+            "epoch": epoch,
+            "train_loss": mean_loss,
+            "train_seconds": train_seconds,
+            "steps": self.steps_per_epoch,
+            "samples": samples,
+            "train_metrics": train_metrics,
+            "eval_seconds": evaluation["seconds"],
+            "eval_samples": evaluation["samples"],
+            "eval_cold": evaluation["cold"],
+            "eval_metrics": evaluation["metrics"],
+            "lr": float(parts.optimizer.param_groups[0]["lr"]),
+            "memory": self.memory.epoch_end(epoch),
+        }
+        if facts:
+            row["extra"] = facts
+        self.epoch_rows.append(row)
 
-        # Evaluation, timed apart with synced edges.
-        model.eval()
-        dev.synchronize()
-        eval_t0 = time.perf_counter()
-        with (
-            torch.no_grad(),
-            torch.autocast(device_type=device.type, dtype=autocast_dtype, enabled=amp.enabled),
-        ):
-            evaluation = parts.evaluate(model, parts.eval_loader, ctx)
-        dev.synchronize()
-        eval_seconds = time.perf_counter() - eval_t0
-        if parts.score is not None:
-            evaluation["metrics"] = parts.score(evaluation.pop("outputs"))
-
-        for key in ("steps", "samples", "seconds"):
-            timed_totals[key] += epoch_timed[key]
-        epochs_out.append(
-            {
-                "epoch": epoch,
-                "train_loss": mean_loss,
-                "train_seconds": train_seconds,
-                "timed_steps": epoch_timed["steps"],
-                "timed_samples": epoch_timed["samples"],
-                "timed_seconds": epoch_timed["seconds"],
-                "samples_per_s": (epoch_timed["samples"] / epoch_timed["seconds"])
-                if epoch_timed["seconds"]
-                else None,
-                "steps": steps_per_epoch,
-                "samples": epoch_samples,
-                "train_metrics": train_metrics,
-                "eval_seconds": eval_seconds,
-                "eval_samples": evaluation["samples"],
-                "eval_samples_per_s": evaluation["samples"] / eval_seconds
-                if eval_seconds > 0
-                else None,
-                "eval_metrics": evaluation["metrics"],
-                "lr": float(optimizer.param_groups[0]["lr"]),
-                **({"extra": epoch_facts} if epoch_facts else {}),
-            }
+    def _train_steps(self, epoch: int) -> tuple[list, dict, list[float]]:
+        """Every step of one epoch. Per-step losses and stats stay on the device and
+        are summed once per epoch: no reduction kernel inside the timed steps
+        (compiled steps keep a copy: a CUDA-graph replay overwrites its outputs)."""
+        losses: list[torch.Tensor] = []
+        stats: dict[str, list[torch.Tensor]] = {}
+        seconds: list[float] = []
+        bar = _progress(
+            self.ctx, self.steps_per_epoch, f"{self.ctx.label} epoch {epoch}/{self.epochs}"
+        )
+        batches = staged_batches(
+            self.parts.train_loader, self.device, self.non_blocking, self.prefetch
         )
 
-    memory = dev.memory_reading(memory_initial)
-    metric = parts.primary_metric
-    values = [e["eval_metrics"].get(metric) for e in epochs_out]
-    scored = [(v, e["epoch"]) for v, e in zip(values, epochs_out, strict=True) if v is not None]
-    best_value, best_epoch = (
-        (max(scored) if parts.higher_is_better else min(scored)) if scored else (None, None)
-    )
-    timed_seconds = timed_totals["seconds"]
-    fallback = ctx.warnings.fallback_ops if ctx.warnings else []
-    verification["cpu_fallback_ops"] = sorted(set(fallback))
-    if ctx.warnings and ctx.warnings.autocast_disabled:
-        verification["autocast_active"] = False
-        verification["autocast_disabled_warning"] = ctx.warnings.autocast_disabled[0]
+        def keep(out: tuple[torch.Tensor, dict], n: int) -> None:
+            losses.append(out[0])
+            for name, value in out[1].items():
+                stats.setdefault(name, []).append(value)
+            self.step_samples.append(n)
+            self.global_step += 1
+            bar.update(1)
 
-    result = {
-        "kind": "training",
-        "model": {
-            "name": parts.model_name,
-            "parameters": n_params,
-            "trainable_parameters": n_trainable,
-        },
-        "settings": {
-            "batch_size": ctx.batch_size,
-            "gradient_accumulation": accumulation,
-            "effective_batch_size": ctx.batch_size * accumulation,
-            "epochs": epochs,
-            "steps_per_epoch": steps_per_epoch,
-            "warmup_steps": warmup_steps,
+        first = 0
+        if self.global_step == 0:
+            batch = next(batches)
+            keep(self._first_step(batch), batch_size_of(batch))
+            seconds.append(self.first_step_seconds or 0.0)
+            self.data_wait.append(0.0)
+            first = 1
+        self.timer.prepare(self.steps_per_epoch - first)
+        with TimedRegion(self.dev, self.trackers, TRAIN):
+            for step_in_epoch in range(first, self.steps_per_epoch):
+                wait_t0 = time.perf_counter()
+                batch = next(batches)  # host fetch + (pinned, non-blocking) copy to the device
+                self.data_wait.append(time.perf_counter() - wait_t0)
+                keep(self._step(batch, step_in_epoch), batch_size_of(batch))
+                self.timer.mark_step()
+        bar.close()
+        seconds.extend(self.timer.regions[-1])
+        self.step_seconds.append(seconds)
+        return losses, stats, seconds
+
+    # -- evaluation ------------------------------------------------------------------
+
+    def _evaluate(self, epoch: int | None) -> dict:
+        """One evaluation pass, timed apart with synchronized edges; the first pass
+        of the run is the cold one. ``epoch`` None: a calibration pass (metrics unused)."""
+        parts = self.parts
+        parts.model.eval()
+        with (
+            TimedRegion(self.dev, [self.host], EVAL) as region,
+            torch.no_grad(),
+            torch.autocast(
+                device_type=self.device.type, dtype=self.autocast_dtype, enabled=self.amp.enabled
+            ),
+        ):
+            evaluation = parts.evaluate(parts.model, parts.eval_loader, self.ctx)
+        outputs = evaluation.pop("outputs", None)
+        if epoch is not None and parts.score is not None:
+            evaluation["metrics"] = parts.score(outputs)
+        passed = {
+            "epoch": epoch,
+            "seconds": region.seconds,
+            "samples": int(evaluation["samples"]),
+            "cold": not self.eval_passes,
+        }
+        self.eval_passes.append(passed)
+        return {**passed, "metrics": evaluation.get("metrics")}
+
+    def calibrate_evaluation(self) -> None:
+        """More timed passes of the final model until the warm passes add up to the
+        minimum window (pyperf calibrates the same way), at most max_eval_passes."""
+        limit = self.protocol.max_eval_passes
+        while len(self.eval_passes) < limit:
+            warm = [p for p in self.eval_passes if not p["cold"]]
+            if warm and sum(p["seconds"] for p in warm) >= self.protocol.min_timed_seconds:
+                break
+            self._evaluate(None)
+
+    # -- result ------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        for epoch in range(1, self.epochs + 1):
+            self.run_epoch(epoch)
+        self.calibrate_evaluation()
+        result = self.result()
+        return self.parts.finish(result) if self.parts.finish is not None else result
+
+    def result(self) -> dict:
+        """The run's result for the record (see docs/statistics.md for every part)."""
+        window = measurement_window(
+            self.step_seconds, self.step_samples, self.warmup_steps, self.protocol
+        )
+        start = window["start_step"]
+        for row, part in zip(
+            self.epoch_rows, epoch_windows(self.step_seconds, self.step_samples, start), strict=True
+        ):
+            row.update(part)
+        in_regions = sum(sum(epoch) for epoch in self.step_seconds) - (self.first_step_seconds or 0)
+        region_seconds = sum(self.timer.region_seconds)
+        waits = self.data_wait[start:]
+        window["timed"]["region_seconds"] = region_seconds
+        window["timed"]["steps_vs_regions"] = (
+            in_regions / region_seconds if region_seconds else None
+        )
+        window["warmup"].update(
+            configured_steps=self.warmup_steps, first_step_seconds=self.first_step_seconds
+        )
+        return {
+            "kind": "training",
+            "model": self._model_facts(),
+            "settings": self._settings(),
+            "epochs": self.epoch_rows,
+            "steps": {
+                "seconds": self.step_seconds,
+                "samples": self.step_samples,
+                "method": self.timer.method + "; step 0 alone, synchronized at both edges",
+            },
+            **{k: window[k] for k in ("steady_state", "warmup", "timed")},
+            "step_latency_s": window["step_latency_s"],
+            "outliers": window["outliers"],
+            "timing_method": self.timer.method,
+            "data_wait": {
+                "seconds": float(sum(waits)),
+                "per_step_mean_s": float(sum(waits)) / len(waits) if waits else None,
+                "method": "host time blocked fetching the next batch (loader, plus enqueueing "
+                "its copy to the device), steps of the measurement window",
+            },
+            "eval": eval_window(self.eval_passes, self.protocol),
+            "host": self.host.summary(),
+            "memory": self.memory.summary(),
+            "verification": self._verification(),
+            "task": self._task(),
+        }
+
+    def _model_facts(self) -> dict:
+        params = list(self.parts.model.parameters())
+        return {
+            "name": self.parts.model_name,
+            "parameters": sum(p.numel() for p in params),
+            "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
+        }
+
+    def _settings(self) -> dict:
+        parts, optimizer = self.parts, self.parts.optimizer
+        if self.staged:
+            staging = "whole data set staged on the device once; batches gathered there"
+        elif self.prefetch:
+            staging = "next batch copied to the device on a side stream during the current step"
+        else:
+            staging = "batch copied to the device at the start of its step" + (
+                " (pinned memory, non_blocking)" if self.non_blocking else ""
+            )
+        compiled = self.compile_mode is not None
+        return {
+            "batch_size": self.ctx.batch_size,
+            "gradient_accumulation": self.accumulation,
+            "effective_batch_size": self.ctx.batch_size * self.accumulation,
+            "epochs": self.epochs,
+            "steps_per_epoch": self.steps_per_epoch,
+            "warmup_steps": self.warmup_steps,
+            "timing": self.protocol.as_dict(),
             "optimizer": type(optimizer).__name__,
             "optimizer_options": {
                 k: v
@@ -426,65 +425,56 @@ def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
             "step_scheduler": type(parts.step_scheduler).__name__
             if parts.step_scheduler is not None
             else None,
-            "grad_scaler": scaler is not None,
-            "data_staging": (
-                "whole data set staged on the device once; batches gathered there"
-                if staged
-                else "next batch copied to the device on a side stream during the current step"
-                if prefetch
-                else "batch copied to the device at the start of its step"
-                + (" (pinned memory, non_blocking)" if non_blocking else "")
-            ),
+            "grad_scaler": self.scaler is not None,
+            "data_staging": staging,
             "compile": {
-                "mode": compile_mode,
+                "mode": self.compile_mode,
                 "compiled": "the workload's loss function (model forward + loss; backward "
                 "through AOTAutograd)"
-                if compile_mode
+                if compiled
                 else None,
-                "evaluation": "eager module" if compile_mode else None,
-                "errors_suppressed": False if compile_mode else None,
+                "evaluation": "eager module" if compiled else None,
+                "errors_suppressed": False if compiled else None,
             },
             **parts.extra_settings,
-        },
-        "epochs": epochs_out,
-        "warmup": {
-            **warmup,
-            # Step 0 alone, device synced at both edges: includes compilation when
-            # compiled, and cuDNN autotuning/lazy init otherwise.
-            "first_step_seconds": first_step_seconds,
-        },
-        "timed": {
-            **timed_totals,
-            "samples_per_s": timed_totals["samples"] / timed_seconds if timed_seconds > 0 else None,
-        },
-        "step_latency_s": latency_summary(all_step_seconds),
-        "timing_method": timer.method,
-        "data_wait": {
-            "seconds": data_wait_total,
-            "per_step_mean_s": data_wait_total / data_wait_steps if data_wait_steps else None,
-            "method": "host time blocked fetching the next batch (loader, plus enqueueing its "
-            "copy to the device) during timed steps",
-        },
-        "eval": {
-            "seconds": sum(e["eval_seconds"] for e in epochs_out),
-            "samples": sum(e["eval_samples"] for e in epochs_out),
-            "samples_per_s": (
-                sum(e["eval_samples"] for e in epochs_out)
-                / sum(e["eval_seconds"] for e in epochs_out)
-                if sum(e["eval_seconds"] for e in epochs_out) > 0
-                else None
-            ),
-            "method": "wall clock of evaluate(), device synchronized at both edges",
-        },
-        "memory": {"device": memory.as_dict(), "limit_bytes": dev.memory_limit_bytes()},
-        "verification": verification,
-        "task": {
+        }
+
+    def _verification(self) -> dict:
+        facts = dict(self.verification)
+        log = self.ctx.warnings
+        facts["cpu_fallback_ops"] = sorted(set(log.fallback_ops)) if log else []
+        if log and log.autocast_disabled:
+            facts["autocast_active"] = False
+            facts["autocast_disabled_warning"] = log.autocast_disabled[0]
+        return facts
+
+    def _task(self) -> dict:
+        metric, rows = self.parts.primary_metric, self.epoch_rows
+        values = [(row["eval_metrics"] or {}).get(metric) for row in rows]
+        scored = [(v, row["epoch"]) for v, row in zip(values, rows, strict=True) if v is not None]
+        pick = max if self.parts.higher_is_better else min
+        best, best_epoch = pick(scored) if scored else (None, None)
+        return {
             "primary_metric": metric,
-            "higher_is_better": parts.higher_is_better,
+            "higher_is_better": self.parts.higher_is_better,
             "final": values[-1] if values else None,
-            "best": best_value,
+            "best": best,
             "best_epoch": best_epoch,
-            "final_loss": epochs_out[-1]["train_loss"] if epochs_out else None,
-        },
-    }
-    return parts.finish(result) if parts.finish is not None else result
+            "final_loss": rows[-1]["train_loss"] if rows else None,
+        }
+
+
+def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
+    """Train and evaluate ``parts`` as the cell's spec says; the run's result."""
+    return TrainingLoop(parts, ctx).run()
+
+
+__all__ = [
+    "CompileFailedError",
+    "NonFiniteLossError",
+    "TrainingLoop",
+    "TrainingParts",
+    "compile_step",
+    "is_compile_error",
+    "run_training",
+]

@@ -14,6 +14,8 @@ import torch
 import torch.utils.benchmark as benchmark
 
 from ..context import RunContext
+from ..measurement import TimingProtocol
+from ..trackers import HostActivity, TimedRegion
 
 
 def run(ctx: RunContext) -> dict:
@@ -29,6 +31,7 @@ def run(ctx: RunContext) -> dict:
 
     dev.reset_peak_memory()
     memory_initial = dev.current_memory_bytes()
+    host = HostActivity(TimingProtocol.from_spec(ctx.spec).disturbed_other_cores)
     rows = []
     generator = ctx.generator(0)
     for n in settings["sizes"]:
@@ -50,7 +53,8 @@ def run(ctx: RunContext) -> dict:
             label="matmul",
             sub_label=f"n={n}",
         )
-        measurement = timer.blocked_autorange(min_run_time=float(settings["min_run_time_s"]))
+        with TimedRegion(dev, [host], "train"):
+            measurement = timer.blocked_autorange(min_run_time=float(settings["min_run_time_s"]))
         dev.sample_memory()
         median = float(measurement.median)
         flops = 2.0 * batch * n**3
@@ -64,6 +68,8 @@ def run(ctx: RunContext) -> dict:
                 "number_per_run": int(measurement.number_per_run),
                 "gflops": flops / median / 1e9,
                 "warmup_s": warmup_s,
+                # torch.utils.benchmark's own warning: IQR above 10% of the median
+                "noisy": not measurement.meets_confidence(0.1),
             }
         )
         del a, b
@@ -83,5 +89,6 @@ def run(ctx: RunContext) -> dict:
             "device before each clock read; median and IQR over blocks"
         ),
         "memory": {"device": memory.as_dict(), "limit_bytes": dev.memory_limit_bytes()},
+        "host": host.summary(),
         "task": None,
     }

@@ -1,0 +1,36 @@
+"""Trackers, composed by the training loop (optimum-benchmark's style): each one a
+small object that observes the synchronized edges of every timed region
+(:class:`TimedRegion`) and reports a summary for the record.
+
+- :class:`StepTimer` — every step's time (device events or the clock)
+- :class:`HostActivity` — CPU time of other processes: is the machine disturbed?
+- :class:`MemoryTracker` — peak memory and one snapshot per epoch
+- :mod:`.verification` — placement, autocast really active, captured warnings
+"""
+
+from .base import EVAL, TRAIN, TimedRegion, Tracker
+from .host import HostActivity
+from .memory import MemoryTracker
+from .steps import StepTimer
+from .verification import (
+    AutocastProbe,
+    WarningLog,
+    autocast_facts,
+    capture_warnings,
+    verify_placement,
+)
+
+__all__ = [
+    "EVAL",
+    "TRAIN",
+    "AutocastProbe",
+    "HostActivity",
+    "MemoryTracker",
+    "StepTimer",
+    "TimedRegion",
+    "Tracker",
+    "WarningLog",
+    "autocast_facts",
+    "capture_warnings",
+    "verify_placement",
+]

@@ -1,0 +1,257 @@
+"""The measurement protocol: steady state, outliers, minimum windows, warm
+evaluation, full epochs and disturbed machines (docs/statistics.md section 1)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+import torch
+from torch import nn
+from trainbench.aggregate import run_row
+from trainbench.context import RunContext
+from trainbench.devices import AmpPolicy, CpuDevice
+from trainbench.measurement import TimingProtocol, epoch_windows, eval_window, measurement_window
+from trainbench.steady import (
+    FLAT,
+    NO_STEADY_STATE,
+    SLOWDOWN,
+    WARMUP,
+    detect_steady_state,
+    tukey_outliers,
+)
+from trainbench.trackers import HostActivity
+from trainbench.trackers.host import own_cpu_seconds
+from trainbench.training import TrainingParts, run_training
+
+RNG = np.random.default_rng(7)
+
+
+def noisy(levels: list[tuple[int, float]], noise: float = 0.03) -> np.ndarray:
+    """Step times: ``(count, seconds)`` pieces with multiplicative noise."""
+    base = np.concatenate([np.full(count, level) for count, level in levels])
+    return base * np.exp(noise * RNG.standard_normal(base.size))
+
+
+# ----------------------------------------------------------------------------- steady state
+
+
+def test_a_known_change_point_is_found():
+    series = noisy([(60, 0.030), (340, 0.010)])
+    steady = detect_steady_state(series, warmup_steps=5, min_steps=20)
+    assert steady.classification == WARMUP
+    assert abs(steady.start_step - 60) <= 3
+    assert steady.segments[-1]["median_s"] == pytest.approx(0.010, rel=0.03)
+
+
+def test_a_flat_series_starts_at_the_configured_warmup():
+    steady = detect_steady_state(noisy([(300, 0.01)]), warmup_steps=5, min_steps=20)
+    assert steady.classification == FLAT
+    assert steady.start_step == 5
+
+
+def test_single_slow_steps_are_not_change_points():
+    series = noisy([(100, 0.01)])
+    series[[7, 21, 22, 50, 77, 93]] *= 5
+    steady = detect_steady_state(series, warmup_steps=5, min_steps=20)
+    assert steady.classification == FLAT
+    assert steady.start_step == 5
+
+
+def test_a_slowdown_is_measured_from_where_it_starts_and_flagged():
+    steady = detect_steady_state(noisy([(250, 0.010), (350, 0.013)]), 5, 20)
+    assert steady.classification == SLOWDOWN
+    assert abs(steady.start_step - 250) <= 3
+
+
+def test_a_run_whose_last_segment_is_short_has_no_steady_state():
+    steady = detect_steady_state(noisy([(350, 0.010), (50, 0.013)]), 5, 60)
+    assert steady.classification == NO_STEADY_STATE
+    assert steady.start_step == 5  # measured from the warm-up, and flagged
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 12, 19, 20, 21, 39, 40, 41, 64])
+def test_any_length_of_series_is_classified(n):
+    """Short runs (a few steps per epoch) never make the change-point search fail."""
+    steady = detect_steady_state(noisy([(n, 0.01)]), warmup_steps=1, min_steps=20)
+    assert 0 <= steady.start_step <= max(n, 1)
+
+
+def test_tukey_outliers_are_counted_with_their_share_of_time():
+    series = np.full(100, 0.01)
+    series[:4] = 0.1  # four severe outliers: 0.4 s of 1.36 s
+    out = tukey_outliers(series)
+    assert out["high_severe"] == 4 and out["high_mild"] == 0
+    assert out["high_seconds_share"] == pytest.approx(0.4 / 1.36)
+
+
+# ----------------------------------------------------------------------------- windows
+
+
+def test_a_short_window_is_marked_with_its_reason():
+    protocol = TimingProtocol(min_timed_seconds=1.0, min_timed_steps=20)
+    window = measurement_window([[0.01] * 30], [32] * 30, 5, protocol)
+    timed = window["timed"]
+    assert timed["steps"] == 25 and timed["short_window"] is True
+    assert "0.25 s < 1 s" in timed["short_window_reason"]
+    long = measurement_window([[0.1] * 30], [32] * 30, 5, protocol)["timed"]
+    assert long["short_window"] is False and long["short_window_reason"] is None
+
+
+def test_epoch_time_comes_from_full_epochs_only():
+    parts = epoch_windows([[0.5] * 10, [0.1] * 10, [0.1] * 10], [4] * 30, start=5)
+    assert [p["full_epoch"] for p in parts] == [False, True, True]
+    assert parts[0]["timed_steps"] == 5
+    record = _record_with_epochs(parts)
+    row = run_row(record, "x/metrics.json")
+    assert row["epoch_seconds_median"] == pytest.approx(1.0)  # epochs 2 and 3, not epoch 1's 2.5
+    assert row["full_epochs"] == 2
+
+
+def _record_with_epochs(epochs: list[dict]) -> dict:
+    return {
+        "status": "ok",
+        "cell": {"workload": "w", "device": "cpu", "batch_size": 4, "rep": 0},
+        "result": {"kind": "training", "epochs": epochs},
+    }
+
+
+def test_evaluation_throughput_excludes_the_cold_pass():
+    passes = [
+        {"epoch": 1, "seconds": 1.0, "samples": 100, "cold": True},
+        {"epoch": 2, "seconds": 0.1, "samples": 100, "cold": False},
+        {"epoch": None, "seconds": 0.1, "samples": 100, "cold": False},
+    ]
+    window = eval_window(passes, TimingProtocol(min_timed_seconds=0.15))
+    assert window["samples_per_s"] == pytest.approx(1000.0)
+    assert window["cold_seconds"] == 1.0
+    assert window["short_window"] is False
+    only_cold = eval_window(passes[:1], TimingProtocol())
+    assert only_cold["samples_per_s"] is None and only_cold["short_window"] is True
+
+
+# ----------------------------------------------------------------------------- in the loop
+
+
+def _spec(epochs: int, min_seconds: float, max_passes: int = 50) -> dict:
+    return {
+        "cell": {"workload": "tiny", "device": "cpu", "batch_size": 4, "rep": 0},
+        "workload_settings": {"epochs": epochs, "warmup_steps": 2, "max_steps_per_epoch": 6},
+        "launcher": {"progress": "never"},
+        "run_seed": 0,
+        "timing": {"min_timed_seconds": min_seconds, "max_eval_passes": max_passes},
+    }
+
+
+def _parts(eval_seconds: list[float]) -> TrainingParts:
+    """A linear model whose evaluation sleeps: the cold pass takes longer."""
+    model = nn.Linear(3, 1)
+    batches = [{"x": torch.randn(4, 3), "y": torch.randn(4, 1)} for _ in range(6)]
+    calls = iter(eval_seconds)
+
+    def evaluate(model, loader, ctx):
+        time.sleep(next(calls, eval_seconds[-1]))
+        return {"metrics": {"mse": 1.0}, "samples": 10}
+
+    return TrainingParts(
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
+        train_loader=batches,
+        eval_loader=batches,
+        loss_fn=lambda m, b: (nn.functional.mse_loss(m(b["x"]), b["y"]), {}),
+        evaluate=evaluate,
+        primary_metric="mse",
+        higher_is_better=False,
+    )
+
+
+def _context(spec: dict) -> RunContext:
+    return RunContext(
+        spec=spec,
+        device=CpuDevice(),
+        torch_device=torch.device("cpu"),
+        amp=AmpPolicy(False, None, False, "off"),
+        settings_in_force={},
+    )
+
+
+def test_the_loop_reports_the_cold_pass_apart_and_calibrates_warm_passes():
+    result = run_training(_parts([0.3, 0.02]), _context(_spec(epochs=2, min_seconds=0.1)))
+    evaluation = result["eval"]
+    assert evaluation["passes"][0]["cold"] is True
+    assert evaluation["cold_seconds"] >= 0.3
+    # one warm per-epoch pass (0.02 s) was not enough: calibration passes followed
+    assert evaluation["warm"]["passes"] >= 5
+    assert evaluation["warm"]["seconds"] >= 0.1
+    assert evaluation["samples_per_s"] > 10 / 0.1  # not dragged down by the 0.3 s cold pass
+    assert [e["eval_cold"] for e in result["epochs"]] == [True, False]
+
+
+def test_a_one_epoch_run_still_gets_warm_evaluation_passes():
+    result = run_training(_parts([0.05, 0.01]), _context(_spec(epochs=1, min_seconds=0.02)))
+    assert result["eval"]["warm"]["passes"] >= 1
+    assert result["eval"]["short_window"] is False
+
+
+def test_evaluation_that_never_reaches_the_minimum_is_a_short_window():
+    spec = _spec(epochs=1, min_seconds=5.0, max_passes=3)
+    result = run_training(_parts([0.01]), _context(spec))
+    assert len(result["eval"]["passes"]) == 3
+    assert result["eval"]["short_window"] is True
+    assert "after 3 passes" in result["eval"]["short_window_reason"]
+
+
+# ----------------------------------------------------------------------------- disturbed
+
+
+@pytest.fixture
+def cpu_hog():
+    """A busy loop that is not a descendant of this process (started through a shell
+    that exits at once), as another user's program would be; ended after the test."""
+    out = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(out.stdout.strip())
+    time.sleep(0.2)
+    yield pid
+    os.kill(pid, signal.SIGKILL)
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_host_activity_sees_another_process_burning_a_core(cpu_hog):
+    host = HostActivity(threshold_cores=0.5)
+    host.start("train")
+    _busy(2.0)
+    host.stop("train", 2.0)
+    summary = host.summary()
+    assert summary["other_cpu_cores"] >= 0.5
+    assert summary["disturbed"] is True
+
+
+def test_host_activity_counts_this_process_and_its_children_as_its_own():
+    """The cell's own CPU time (this process, DataLoader workers and other children)
+    is subtracted; checked on the own-time reading, which other load cannot move.
+    Each side burns a fixed amount of its own CPU time, however busy the machine is."""
+    burn = "import time\nwhile time.process_time() < 0.8: pass"
+    process = psutil.Process()
+    before = own_cpu_seconds(process)
+    child = subprocess.Popen([sys.executable, "-c", burn])
+    start = time.process_time()
+    while time.process_time() - start < 0.8:
+        pass
+    child.wait()
+    assert own_cpu_seconds(process) - before >= 1.5  # 0.8 s here + 0.8 s in the child
