@@ -1,5 +1,6 @@
-"""Records -> tables: numbers recomputed independently from the JSON, merged
-machines kept apart, bad files named (or skipped when the config says so)."""
+"""Records -> record tables -> published tables: numbers recomputed independently
+from the JSON, merged machines kept apart, bad files named (or skipped when the
+config says so)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from trainbench import analysis
+from trainbench import aggregate
 from trainbench.records import RecordError, write_record
+from trainbench.stats import publish
 
 REPO = Path(__file__).resolve().parents[1]
 MEASURED = REPO / "docs" / "measured" / "2026-11-22-h200-gpu-smoke" / "records.tgz"
@@ -20,7 +22,7 @@ MEASURED = REPO / "docs" / "measured" / "2026-11-22-h200-gpu-smoke" / "records.t
 
 def record(workload="image_cnn", device="cpu", bs=32, rep=0, host="a", rate=100.0, status="ok"):
     base = {
-        "schema_version": 1,
+        "schema_version": 2,
         "status": status,
         "cell": {"workload": workload, "device": device, "batch_size": bs, "rep": rep},
         "backend": device.split("-")[0],
@@ -32,6 +34,7 @@ def record(workload="image_cnn", device="cpu", bs=32, rep=0, host="a", rate=100.
         base["result"] = {
             "kind": "training",
             "timed": {"samples": rate * 10, "seconds": 10.0, "samples_per_s": rate},
+            "host": {"other_cpu_cores": 0.0, "disturbed": False},
             "epochs": [],
             "task": {"primary_metric": "accuracy", "final": 0.9},
         }
@@ -58,33 +61,39 @@ def gpu_records(tmp_path):
 
 
 def test_tables_recomputed_independently_from_the_json(gpu_records):
-    """Every number of the throughput summary, recomputed by hand from the records."""
-    records, skipped = analysis.load_records(gpu_records)
+    """Every median and speedup of the published tables, recomputed by hand from the
+    records' windows (samples / seconds of the steady-state window, warm evaluation)."""
+    records, skipped = aggregate.load_records(gpu_records)
     assert not skipped
-    tables = analysis.build_tables(records)
-    summary = analysis.throughput_summary(tables["runs"], "cpu")
+    tables = aggregate.build_tables(records)
+    published = publish(tables, devices={})
 
-    rates = defaultdict(list)
-    evals = defaultdict(list)
+    rates, evals = defaultdict(list), defaultdict(list)
     for path in gpu_records:
         raw = json.loads(Path(path).read_text())
         if raw["status"] != "ok" or raw["result"]["kind"] != "training":
             continue
-        timed = raw["result"]["timed"]
+        result = raw["result"]
+        flat = [s for epoch in result["steps"]["seconds"] for s in epoch]
+        start = result["steady_state"]["start_step"]
+        timed = result["timed"]
+        assert timed["seconds"] == pytest.approx(sum(flat[start:]))
         assert timed["samples_per_s"] == pytest.approx(timed["samples"] / timed["seconds"])
         key = (raw["cell"]["workload"], raw["cell"]["device"], raw["cell"]["batch_size"])
         rates[key].append(timed["samples"] / timed["seconds"])
-        ev = raw["result"]["eval"]
-        evals[key].append(ev["samples"] / ev["seconds"])
-    assert len(summary) == len(rates)
-    for row in summary.itertuples():
+        warm = [p for p in result["eval"]["passes"] if not p["cold"]]
+        evals[key].append(sum(p["samples"] for p in warm) / sum(p["seconds"] for p in warm))
+    speedup = published["speedup"]
+    assert len(speedup) == len(rates)
+    for row in speedup.itertuples():
         key = (row.workload, row.device, row.batch_size)
-        assert row.samples_per_s == pytest.approx(statistics.median(rates[key]))
-        assert row.eval_samples_per_s == pytest.approx(statistics.median(evals[key]), rel=1e-9)
-        base = statistics.median(rates[(row.workload, "cpu", row.batch_size)])
+        assert row.median == pytest.approx(statistics.median(rates[key]))
+        base = statistics.median(rates[(row.workload, row.baseline, row.batch_size)])
         assert row.speedup == pytest.approx(statistics.median(rates[key]) / base)
+    for row in published["eval_speed"].itertuples():
+        key = (row.workload, row.device, row.batch_size)
+        assert row.median == pytest.approx(statistics.median(evals[key]), rel=1e-9)
 
-    mm = analysis.matmul_summary(tables["matmul"], "cpu")
     by_cell = defaultdict(list)
     for path in gpu_records:
         raw = json.loads(Path(path).read_text())
@@ -92,10 +101,10 @@ def test_tables_recomputed_independently_from_the_json(gpu_records):
             for size in raw["result"]["sizes"]:
                 assert size["gflops"] == pytest.approx(2 * size["n"] ** 3 / size["median_s"] / 1e9)
                 by_cell[(raw["cell"]["device"], size["n"])].append(size["median_s"])
-    for row in mm.itertuples():
+    for row in published["matmul_summary"].itertuples():
         assert row.median_s == pytest.approx(statistics.median(by_cell[(row.device, row.n)]))
         assert row.speedup == pytest.approx(
-            statistics.median(by_cell[("cpu", row.n)])
+            statistics.median(by_cell[(row.baseline, row.n)])
             / statistics.median(by_cell[(row.device, row.n)])
         )
 
@@ -107,11 +116,11 @@ def test_records_of_several_hosts_are_never_averaged_together(tmp_path):
         write(tmp_path, "b0", record(host="mac-mini", rate=50.0)),
         write(tmp_path, "b1", record(device="mps", host="mac-mini", rate=300.0)),
     ]
-    records, _ = analysis.load_records(paths)
-    runs = analysis.build_tables(records)["runs"]
-    assert set(runs["device"]) == {"cpu@linux-box", "cpu@mac-mini", "mps@mac-mini"}
-    summary = analysis.throughput_summary(runs, "cpu@mac-mini")
-    medians = dict(zip(summary["device"], summary["samples_per_s"], strict=True))
+    records, _ = aggregate.load_records(paths)
+    tables = aggregate.build_tables(records)
+    assert set(tables["runs"]["device"]) == {"cpu@linux-box", "cpu@mac-mini", "mps@mac-mini"}
+    summary = publish(tables, devices={}, baseline="cpu@mac-mini")["speedup"]
+    medians = dict(zip(summary["device"], summary["median"], strict=True))
     assert medians == {"cpu@linux-box": 105.0, "cpu@mac-mini": 50.0, "mps@mac-mini": 300.0}
     assert summary.set_index("device").loc["mps@mac-mini", "speedup"] == pytest.approx(6.0)
 
@@ -121,14 +130,14 @@ def test_one_host_keeps_plain_device_names(tmp_path):
         write(tmp_path, "a", record()),
         write(tmp_path, "b", record(device="cuda", status="unavailable")),
     ]
-    records, _ = analysis.load_records(paths)
-    assert set(analysis.build_tables(records)["runs"]["device"]) == {"cpu", "cuda"}
+    records, _ = aggregate.load_records(paths)
+    assert set(aggregate.build_tables(records)["runs"]["device"]) == {"cpu", "cuda"}
 
 
 @pytest.mark.parametrize(
     "content, fragment",
     [
-        ('{"schema_version": 1, "status": "ok", "cell": {', "not valid JSON"),
+        ('{"schema_version": 2, "status": "ok", "cell": {', "not valid JSON"),
         ("[1, 2, 3]", "not a trainbench metrics record"),
         (json.dumps(record() | {"schema_version": 7}), "schema_version 7"),
     ],
@@ -143,11 +152,11 @@ def test_bad_record_stops_aggregation_naming_the_file(tmp_path, content, fragmen
         for name in ("runs", "matmul", "epochs", "per_label_runs", "environments", "skipped")
     }
     with pytest.raises(RecordError, match=fragment) as info:
-        analysis.write_tables([good, str(bad)], outputs)
+        aggregate.write_tables([good, str(bad)], outputs)
     assert str(bad) in str(info.value)
     assert not Path(outputs["runs"]).exists()  # nothing half-written
 
-    tables = analysis.write_tables([good, str(bad)], outputs, skip_invalid=True)
+    tables = aggregate.write_tables([good, str(bad)], outputs, skip_invalid=True)
     assert len(tables["runs"]) == 1
     skipped = pd.read_csv(outputs["skipped"])
     assert skipped["record"].tolist() == [str(bad)]

@@ -10,8 +10,10 @@ import stat
 import pytest
 import yaml
 from helpers import REPO
-from trainbench import analysis, environment
+from trainbench import aggregate, environment
 from trainbench.records import write_record
+from trainbench.stats import speedup_table
+from trainbench.stats.frames import choose_baselines, prepare_runs
 
 XEON = "Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz"
 EPYC = "AMD EPYC 7763 64-Core Processor"
@@ -26,7 +28,7 @@ def record(device="cpu", host="node01", cpu=XEON, cores=112, gpu=None, rate=100.
     if gpu is not None:
         env["device"] = {"backend": "cuda", "name": gpu}
     base = {
-        "schema_version": 1,
+        "schema_version": 2,
         "status": status,
         "cell": {"workload": workload, "device": device, "batch_size": 32, "rep": rep},
         "backend": device.split("-")[0],
@@ -52,13 +54,14 @@ def tables(tmp_path, *recs):
         path = tmp_path / f"r{i}" / "metrics.json"
         write_record(path, rec)
         paths.append(str(path))
-    records, _ = analysis.load_records(paths)
-    return analysis.build_tables(records)
+    records, _ = aggregate.load_records(paths)
+    return aggregate.build_tables(records)
 
 
 def medians(runs, baseline="cpu"):
-    summary = analysis.throughput_summary(runs, baseline)
-    return dict(zip(summary["device"], summary["samples_per_s"], strict=True))
+    runs = prepare_runs(runs)
+    summary = speedup_table(runs, choose_baselines(runs, {}, baseline))
+    return dict(zip(summary["device"], summary["median"], strict=True))
 
 
 def test_two_nodes_of_one_type_pool(tmp_path):
@@ -179,7 +182,7 @@ def test_every_table_carries_the_hardware_and_environments_list_the_jobs(tmp_pat
     ],
 )
 def test_short_cpu_names(name, short):
-    assert analysis.short_cpu_name(name) == short
+    assert aggregate.short_cpu_name(name) == short
 
 
 def test_host_facts_name_the_node_its_gpus_and_the_slurm_job(tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
-"""Records -> tables (pandas). Every number here is computed from metrics.json files.
-
-``runs.csv`` has one row per record; ``matmul.csv`` one row per record and
-matrix size; ``environments.csv`` one row per distinct machine/software setup.
-The summaries used by the report are computed from these tables.
-"""
+"""Records -> record tables (rule ``aggregate``): facts copied out of metrics.json
+files, one row per record (``runs``), per record and epoch (``epochs``), per record
+and label (``per_label_runs``), per record and matrix size (``matmul``), and one row
+per machine/software setup (``environments``). Nothing here is a statistic: the
+statistics layer (:mod:`trainbench.stats`) computes every published number from
+these tables. docs/statistics.md lists the columns."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,9 +20,14 @@ from .records import RecordError, atomic_write_text, read_record
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
     "error_class", "error_message", "reason", "attempts", "failed_attempts",
-    "samples_per_s", "eval_samples_per_s", "epoch_seconds_median", "warmup_seconds", "warmup_steps",
-    "step_p50_s", "step_p90_s", "step_cv", "data_wait_per_step_s",
-    "primary_metric", "final_metric", "best_metric", "best_epoch", "final_loss",
+    "samples_per_s", "window_steps", "window_samples", "window_seconds", "short_window",
+    "steady_state", "steady_start_step", "warmup_steps", "warmup_seconds", "first_step_seconds",
+    "step_p50_s", "step_p90_s", "step_cv", "step_robust_cv",
+    "outlier_steps", "outlier_steps_severe", "outlier_seconds_share", "data_wait_per_step_s",
+    "eval_samples_per_s", "eval_warm_seconds", "eval_warm_passes", "eval_cold_seconds",
+    "eval_short_window", "epoch_seconds_median", "full_epochs",
+    "other_cpu_cores", "load_avg_start", "load_avg_end", "disturbed", "logical_cores",
+    "primary_metric", "higher_is_better", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
     "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
@@ -44,16 +48,112 @@ def _get(mapping: Mapping | None, *keys, default=None):
     return value
 
 
+def _load_avg(value) -> float | None:
+    return value[0] if isinstance(value, list) and value else None
+
+
+def _speed_facts(result: dict) -> dict:
+    """The measurement window of a training result (docs/statistics.md section 1)."""
+    timed, steady = result.get("timed") or {}, result.get("steady_state") or {}
+    epochs = result.get("epochs") or []
+    full = [e["timed_seconds"] for e in epochs if e.get("full_epoch")]
+    outliers = result.get("outliers") or {}
+    return {
+        "samples_per_s": timed.get("samples_per_s"),
+        "window_steps": timed.get("steps"),
+        "window_samples": timed.get("samples"),
+        "window_seconds": timed.get("seconds"),
+        "short_window": timed.get("short_window"),
+        "steady_state": steady.get("classification"),
+        "steady_start_step": steady.get("start_step"),
+        "warmup_steps": _get(result, "settings", "warmup_steps"),
+        "warmup_seconds": _get(result, "warmup", "seconds"),
+        "first_step_seconds": _get(result, "warmup", "first_step_seconds"),
+        "step_p50_s": _get(result, "step_latency_s", "p50"),
+        "step_p90_s": _get(result, "step_latency_s", "p90"),
+        "step_cv": _get(result, "step_latency_s", "cv"),
+        "step_robust_cv": _get(result, "step_latency_s", "robust_cv"),
+        "outlier_steps": (outliers.get("high_mild") or 0) + (outliers.get("high_severe") or 0)
+        if outliers
+        else None,
+        "outlier_steps_severe": outliers.get("high_severe"),
+        "outlier_seconds_share": outliers.get("high_seconds_share"),
+        "data_wait_per_step_s": _get(result, "data_wait", "per_step_mean_s"),
+        "eval_samples_per_s": _get(result, "eval", "samples_per_s"),
+        "eval_warm_seconds": _get(result, "eval", "warm", "seconds"),
+        "eval_warm_passes": _get(result, "eval", "warm", "passes"),
+        "eval_cold_seconds": _get(result, "eval", "cold_seconds"),
+        "eval_short_window": _get(result, "eval", "short_window"),
+        "epoch_seconds_median": float(np.median(full)) if full else None,
+        "full_epochs": len(full) if epochs else None,
+    }
+
+
+def _host_facts(result: dict) -> dict:
+    host = result.get("host") or {}
+    return {
+        "other_cpu_cores": host.get("other_cpu_cores"),
+        "load_avg_start": _load_avg(host.get("load_avg_start")),
+        "load_avg_end": _load_avg(host.get("load_avg_end")),
+        "disturbed": host.get("disturbed") if host else None,
+        "logical_cores": host.get("logical_cores"),
+    }
+
+
+def _verification_facts(result: dict, settings: dict) -> dict:
+    verification = result.get("verification") or {}
+    return {
+        "torch_threads": settings.get("torch_threads"),
+        "autocast_dtype": _get(settings, "amp", "dtype"),
+        "grad_scaler": _get(settings, "amp", "scaler"),
+        "all_on_device": verification.get("all_on_device"),
+        "autocast_active": verification.get("autocast_active"),
+        "cpu_fallback_ops": ";".join(verification.get("cpu_fallback_ops") or []),
+        "placement_parameters": _joined(verification.get("parameters")),
+        "placement_buffers": _joined(verification.get("buffers")),
+        "placement_optimizer_state": _joined(verification.get("optimizer_state")),
+        "placement_batch": _joined(
+            [f"{k}={v}" for k, v in sorted((verification.get("batch") or {}).items())]
+        ),
+        "autocast_requested": verification.get("autocast_requested"),
+        "autocast_output_dtype": verification.get("autocast_output_dtype"),
+    }
+
+
+def _task_facts(result: dict) -> dict:
+    task = result.get("task") or {}
+    return {
+        "primary_metric": task.get("primary_metric"),
+        "higher_is_better": task.get("higher_is_better"),
+        "final_metric": task.get("final"),
+        "best_metric": task.get("best"),
+        "best_epoch": task.get("best_epoch"),
+        "final_loss": task.get("final_loss"),
+        "micro_f1": task.get("micro_f1"),
+        "macro_f1": task.get("macro_f1"),
+        "memory_initial_bytes": _get(result, "memory", "device", "initial_bytes"),
+        "memory_peak_bytes": _get(result, "memory", "device", "peak_bytes"),
+        "memory_method": _get(result, "memory", "device", "method"),
+        "memory_limit_bytes": _get(result, "memory", "limit_bytes"),
+        "model_name": _get(result, "model", "name"),
+        "parameters": _get(result, "model", "parameters"),
+        "gradient_accumulation": _get(result, "settings", "gradient_accumulation"),
+        "effective_batch_size": _get(result, "settings", "effective_batch_size"),
+        "epochs": _get(result, "settings", "epochs"),
+        "learning_rate": _get(result, "settings", "optimizer_options", "lr"),
+        "max_length": _get(result, "settings", "max_length"),
+        "optimizer": _get(result, "settings", "optimizer"),
+        "mining_seconds": _get(result, "mining", "seconds"),
+    }
+
+
 def run_row(record: dict, source: str) -> dict:
     cell = record["cell"]
     result = record.get("result") or {}
     error = record.get("error") or {}
     env = record.get("environment") or {}
-    settings = record.get("settings_in_force") or {}
-    epochs = result.get("epochs") or []
-    epoch_seconds = [e["timed_seconds"] for e in epochs if e.get("timed_seconds")]
     attempts = record.get("attempts") or []
-    return {
+    row = {
         "workload": cell["workload"],
         "device": cell["device"],
         "device_label": record.get("device_label", cell["device"]),
@@ -66,51 +166,10 @@ def run_row(record: dict, source: str) -> dict:
         "reason": record.get("reason"),
         "attempts": len(attempts),
         "failed_attempts": sum(a.get("status") == "failed" for a in attempts),
-        "samples_per_s": _get(result, "timed", "samples_per_s"),
-        "eval_samples_per_s": _get(result, "eval", "samples_per_s"),
-        "epoch_seconds_median": float(np.median(epoch_seconds)) if epoch_seconds else None,
-        "warmup_seconds": _get(result, "warmup", "seconds"),
-        "warmup_steps": _get(result, "warmup", "steps"),
-        "step_p50_s": _get(result, "step_latency_s", "p50"),
-        "step_p90_s": _get(result, "step_latency_s", "p90"),
-        "step_cv": _get(result, "step_latency_s", "cv"),
-        "data_wait_per_step_s": _get(result, "data_wait", "per_step_mean_s"),
-        "primary_metric": _get(result, "task", "primary_metric"),
-        "final_metric": _get(result, "task", "final"),
-        "best_metric": _get(result, "task", "best"),
-        "best_epoch": _get(result, "task", "best_epoch"),
-        "final_loss": _get(result, "task", "final_loss"),
-        "memory_initial_bytes": _get(result, "memory", "device", "initial_bytes"),
-        "memory_peak_bytes": _get(result, "memory", "device", "peak_bytes"),
-        "memory_method": _get(result, "memory", "device", "method"),
-        "memory_limit_bytes": _get(result, "memory", "limit_bytes"),
-        "torch_threads": settings.get("torch_threads"),
-        "autocast_dtype": _get(settings, "amp", "dtype"),
-        "grad_scaler": _get(settings, "amp", "scaler"),
-        "all_on_device": _get(result, "verification", "all_on_device"),
-        "autocast_active": _get(result, "verification", "autocast_active"),
-        "cpu_fallback_ops": ";".join(
-            _get(result, "verification", "cpu_fallback_ops", default=[]) or []
-        ),
-        "placement_parameters": _joined(_get(result, "verification", "parameters")),
-        "placement_buffers": _joined(_get(result, "verification", "buffers")),
-        "placement_optimizer_state": _joined(_get(result, "verification", "optimizer_state")),
-        "placement_batch": _joined(
-            [f"{k}={v}" for k, v in sorted((_get(result, "verification", "batch") or {}).items())]
-        ),
-        "autocast_requested": _get(result, "verification", "autocast_requested"),
-        "autocast_output_dtype": _get(result, "verification", "autocast_output_dtype"),
-        "model_name": _get(result, "model", "name"),
-        "parameters": _get(result, "model", "parameters"),
-        "gradient_accumulation": _get(result, "settings", "gradient_accumulation"),
-        "effective_batch_size": _get(result, "settings", "effective_batch_size"),
-        "epochs": _get(result, "settings", "epochs"),
-        "learning_rate": _get(result, "settings", "optimizer_options", "lr"),
-        "max_length": _get(result, "settings", "max_length"),
-        "optimizer": _get(result, "settings", "optimizer"),
-        "mining_seconds": _get(result, "mining", "seconds"),
-        "micro_f1": _get(result, "task", "micro_f1"),
-        "macro_f1": _get(result, "task", "macro_f1"),
+        **(_speed_facts(result) if result.get("kind") == "training" else {}),
+        **_host_facts(result),
+        **_task_facts(result),
+        **_verification_facts(result, record.get("settings_in_force") or {}),
         "host": env.get("host"),
         "cpu_model": env.get("cpu_model"),
         "device_name": _get(env, "device", "name"),
@@ -120,6 +179,7 @@ def run_row(record: dict, source: str) -> dict:
         "config_hash": env.get("config_hash"),
         "record": source,
     }
+    return {column: row.get(column) for column in RUN_COLUMNS}
 
 
 def _joined(values) -> str | None:
@@ -150,10 +210,16 @@ def epoch_rows(record: dict, source: str) -> list[dict]:
             "train_loss": epoch["train_loss"],
             "train_seconds": epoch["train_seconds"],
             "timed_seconds": epoch["timed_seconds"],
+            "full_epoch": epoch.get("full_epoch"),
             "samples_per_s": epoch["samples_per_s"],
             "eval_seconds": epoch["eval_seconds"],
-            "eval_samples_per_s": epoch["eval_samples_per_s"],
+            "eval_cold": epoch.get("eval_cold"),
             "lr": epoch.get("lr"),
+            **{
+                f"memory_{k}": v
+                for k, v in (epoch.get("memory") or {}).items()
+                if k.endswith("_bytes")
+            },
             "record": source,
         }
         for key, value in (epoch.get("eval_metrics") or {}).items():
@@ -197,6 +263,8 @@ def matmul_rows(record: dict, source: str) -> list[dict]:
             "gflops": row["gflops"],
             "runs": row["runs"],
             "warmup_s": row["warmup_s"],
+            "noisy": row.get("noisy"),
+            "disturbed": _get(result, "host", "disturbed"),
             "torch_threads": _get(result, "settings", "torch_threads"),
             "host": env.get("host"),
             "record": source,
@@ -408,173 +476,3 @@ def write_tables(
         if name in outputs.keys():  # noqa: SIM118 - `in` on a Snakemake Namedlist tests values
             atomic_write_text(outputs[name], frame.to_csv(index=False))
     return tables
-
-
-def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """A table written by write_tables; an empty table has no columns in CSV."""
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
-
-
-# ----------------------------------------------------------------------------- summaries
-
-
-def baseline_device(runs: pd.DataFrame, requested: str | None = None) -> str | None:
-    """The device speedups are relative to: as configured, else the first CPU device
-    with ok runs (with several thread counts, the one with the most threads)."""
-    if requested:
-        return requested
-    ok = runs[(runs["status"] == "ok") & (runs["backend"] == "cpu")]
-    # The baseline is plain eager PyTorch; compiled CPU columns are compared with it.
-    ok = ok[~ok["device"].astype(str).str.contains("-compile", regex=False)]
-    if ok.empty:
-        return None
-    threads = ok.groupby("device")["torch_threads"].max().sort_values(ascending=False)
-    return str(threads.index[0])
-
-
-def throughput_summary(runs: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
-    """Median training/eval throughput over ok repeats per workload x device x batch size,
-    and the speedup vs the baseline device (ratio of medians). With no baseline
-    given, each workload is compared with its own CPU baseline (thread-count
-    variants such as cpu-t4 differ between workloads)."""
-    ok = runs[(runs["status"] == "ok") & runs["samples_per_s"].notna()]
-    if ok.empty:
-        return pd.DataFrame()
-    if baseline is None:
-        parts = []
-        for workload in sorted(ok["workload"].unique()):
-            of_workload = runs[runs["workload"] == workload]
-            base = baseline_device(of_workload)
-            if base is not None:
-                parts.append(throughput_summary(of_workload, base))
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    grouped = ok.groupby(["workload", "device", "batch_size"])
-    summary = grouped.agg(
-        repeats=("rep", "count"),
-        samples_per_s=("samples_per_s", "median"),
-        samples_per_s_min=("samples_per_s", "min"),
-        samples_per_s_max=("samples_per_s", "max"),
-        eval_samples_per_s=("eval_samples_per_s", "median"),
-        epoch_seconds=("epoch_seconds_median", "median"),
-        step_cv=("step_cv", "median"),
-        final_metric=("final_metric", "median"),
-        primary_metric=("primary_metric", "first"),
-        peak_memory_bytes=("memory_peak_bytes", "median"),
-        mining_seconds=("mining_seconds", "median"),
-    ).reset_index()
-    if baseline is not None:
-        base = summary[summary["device"] == baseline][
-            ["workload", "batch_size", "samples_per_s", "eval_samples_per_s"]
-        ]
-        base = base.rename(
-            columns={"samples_per_s": "_base_train", "eval_samples_per_s": "_base_eval"}
-        )
-        summary = summary.merge(base, on=["workload", "batch_size"], how="left")
-        summary["speedup"] = summary["samples_per_s"] / summary["_base_train"]
-        summary["eval_speedup"] = summary["eval_samples_per_s"] / summary["_base_eval"]
-        summary = summary.drop(columns=["_base_train", "_base_eval"])
-    return summary
-
-
-def matmul_summary(matmul: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
-    if matmul.empty:
-        return matmul
-    summary = (
-        matmul.groupby(["device", "batch_size", "n"])
-        .agg(repeats=("rep", "count"), gflops=("gflops", "median"), median_s=("median_s", "median"))
-        .reset_index()
-    )
-    if baseline is not None:
-        base = summary[summary["device"] == baseline][["batch_size", "n", "median_s"]].rename(
-            columns={"median_s": "_base"}
-        )
-        summary = summary.merge(base, on=["batch_size", "n"], how="left")
-        summary["speedup"] = summary["_base"] / summary["median_s"]
-        summary = summary.drop(columns=["_base"])
-    return summary
-
-
-def cells_needing_attention(runs: pd.DataFrame) -> pd.DataFrame:
-    """Failed and unavailable cells, one row per (workload, device, status, class, reason)."""
-    bad = runs[runs["status"] != "ok"].copy()
-    if bad.empty:
-        return bad
-    bad["detail"] = bad["error_message"].fillna(bad["reason"]).fillna("")
-    return (
-        bad.groupby(["workload", "device", "status", "error_class", "detail"], dropna=False)
-        .agg(
-            cells=("rep", "count"),
-            batch_sizes=("batch_size", lambda s: ", ".join(map(str, sorted(set(s))))),
-        )
-        .reset_index()
-    )
-
-
-def write_markdown_table(frame: pd.DataFrame, path: str | Path) -> None:
-    atomic_write_text(path, frame.to_markdown(index=False) + "\n")
-
-
-# ----------------------------------------------------------------------------- analysis tables
-
-ANALYSIS_TABLES = (
-    "speedup",
-    "eval_speed",
-    "stability",
-    "per_label",
-    "parity",
-    "memory",
-    "crossover",
-    "collapse",
-)
-
-
-def analysis_tables(
-    runs: pd.DataFrame,
-    epochs: pd.DataFrame,
-    per_label_runs: pd.DataFrame,
-    matmul: pd.DataFrame,
-    baseline: str | None = None,
-) -> dict[str, pd.DataFrame]:
-    """The published tables (speedup with CIs, stability, parity...), each workload
-    against its own baseline device unless ``baseline`` names one."""
-    from . import stats
-
-    per_workload: dict[str, list[pd.DataFrame]] = {
-        name: [] for name in ("speedup", "eval_speed", "per_label", "parity")
-    }
-    crossover = []
-    for workload in sorted(runs["workload"].unique()) if not runs.empty else []:
-        of_workload = runs[runs["workload"] == workload]
-        base = baseline_device(of_workload, baseline)
-        per_workload["speedup"].append(stats.speedup_table(of_workload, base))
-        per_workload["eval_speed"].append(
-            stats.speedup_table(of_workload, base, value="eval_samples_per_s")
-        )
-        per_workload["parity"].append(stats.parity_table(of_workload, base))
-        if not per_label_runs.empty:
-            rows = per_label_runs[per_label_runs["workload"] == workload]
-            per_workload["per_label"].append(stats.per_label_table(rows, base))
-        if not matmul.empty and workload in set(matmul["workload"]):
-            crossover.append(
-                stats.crossover_table(matmul[matmul["workload"] == workload], None, base)
-            )
-        elif of_workload["samples_per_s"].notna().any():
-            crossover.append(stats.crossover_table(None, of_workload, base))
-
-    def joined(frames: list[pd.DataFrame]) -> pd.DataFrame:
-        frames = [f for f in frames if not f.empty]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-    return {
-        "speedup": joined(per_workload["speedup"]),
-        "eval_speed": joined(per_workload["eval_speed"]),
-        "stability": stats.stability_table(runs, epochs if not epochs.empty else None),
-        "per_label": joined(per_workload["per_label"]),
-        "parity": joined(per_workload["parity"]),
-        "memory": stats.memory_table(runs),
-        "crossover": joined(crossover),
-        "collapse": stats.collapse_table(runs),
-    }

@@ -1,0 +1,125 @@
+"""The statistics layer: every published statistic of trainbench, computed once, from
+the record tables (runs, epochs, per_label_runs, matmul), by :func:`publish`.
+
+Figures and reports only render the tables returned here; docs/statistics.md states
+the protocol and the rules, and the module docstrings state what every column means:
+
+* :mod:`.intervals` — ranges below 5 runs, bootstrap CIs from 5, verdicts from intervals;
+* :mod:`.speed` — ``speedup``, ``eval_speed``, ``matmul_summary``;
+* :mod:`.quality` — ``stability``, ``warnings``;
+* :mod:`.repeats` — ``repeats`` and :func:`next_round` (adaptive repeats);
+* :mod:`.accuracy` — ``parity``, ``per_label``, ``epoch_summary``;
+* :mod:`.memory` — ``memory``, ``collapse``;
+* :mod:`.crossover` — ``crossover``;
+* :mod:`.verdicts` — ``verification``, ``verdicts``;
+* :mod:`.overview` — ``overview``, ``attention``.
+
+Every function is pure: pandas in, pandas out, no IO (write the tables with
+:func:`trainbench.tables.write_table`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..published import PUBLISHED_TABLES
+from . import frames as fr
+from .accuracy import (
+    EPOCH_COLUMNS,
+    PARITY_COLUMNS,
+    PER_LABEL_COLUMNS,
+    TASK_COLUMNS,
+    epoch_summary_table,
+    parity_table,
+    per_label_table,
+    task_table,
+)
+from .crossover import CROSSOVER_COLUMNS, crossover_table
+from .intervals import (
+    Interval,
+    paired_ratio_interval,
+    ratio_interval,
+    summarize,
+    verdict,
+)
+from .memory import COLLAPSE_COLUMNS, MEMORY_COLUMNS, collapse_table, memory_table
+from .overview import ATTENTION_COLUMNS, OVERVIEW_COLUMNS, attention_table, overview_table
+from .quality import STABILITY_COLUMNS, WARNING_COLUMNS, stability_table, warnings_table
+from .repeats import REPEATS_COLUMNS, next_round, repeats_table
+from .speed import (
+    MATMUL_COLUMNS,
+    SPEEDUP_COLUMNS,
+    eval_speed_table,
+    matmul_summary,
+    speedup_table,
+)
+from .verdicts import VERDICT_COLUMNS, VERIFICATION_COLUMNS, verdicts_table, verification_table
+
+# The columns of every published table, in order (stability may add failed_<class>).
+COLUMNS: dict[str, list[str]] = {
+    "speedup": SPEEDUP_COLUMNS,
+    "eval_speed": SPEEDUP_COLUMNS,
+    "stability": STABILITY_COLUMNS,
+    "repeats": REPEATS_COLUMNS,
+    "per_label": PER_LABEL_COLUMNS,
+    "task": TASK_COLUMNS,
+    "parity": PARITY_COLUMNS,
+    "memory": MEMORY_COLUMNS,
+    "crossover": CROSSOVER_COLUMNS,
+    "collapse": COLLAPSE_COLUMNS,
+    "epoch_summary": EPOCH_COLUMNS,
+    "matmul_summary": MATMUL_COLUMNS,
+    "verification": VERIFICATION_COLUMNS,
+    "verdicts": VERDICT_COLUMNS,
+    "warnings": WARNING_COLUMNS,
+    "overview": OVERVIEW_COLUMNS,
+    "attention": ATTENTION_COLUMNS,
+}
+
+__all__ = [
+    "COLUMNS", "PUBLISHED_TABLES", "Interval", "next_round", "paired_ratio_interval", "publish",
+    "ratio_interval", "summarize", "verdict",
+]  # fmt: skip
+
+
+def publish(
+    tables: Mapping[str, pd.DataFrame],
+    devices: Mapping[str, Sequence[str]],
+    baseline: str | None = None,
+    repeats: Mapping[str, Mapping] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Every published table, keyed by the names in :data:`PUBLISHED_TABLES` (in that
+    order), from the record tables ``runs``, ``epochs``, ``per_label_runs`` and
+    ``matmul`` (any may be missing or empty). ``devices[workload]`` is the config's
+    device order (the first is the default baseline), ``baseline`` the configured
+    ``report.baseline_device``, ``repeats[workload]`` its repeat settings."""
+    runs = fr.prepare_runs(tables.get("runs"))
+    epochs, matmul = tables.get("epochs"), tables.get("matmul")
+    baselines = fr.choose_baselines(runs, devices, baseline, matmul)
+    kinds = fr.workload_kinds(runs, epochs, matmul)
+    training = [w for w, k in kinds.items() if k == "training"]
+    with_eval = set(runs.loc[np.isfinite(fr.num(runs, "eval_samples_per_s")), "workload"])
+    out: dict[str, pd.DataFrame] = {}
+    out["speedup"] = speedup_table(runs, baselines, workloads=training)
+    out["eval_speed"] = eval_speed_table(
+        runs, baselines, workloads=[w for w in training if w in with_eval]
+    )
+    out["stability"] = stability_table(runs, epochs, matmul)
+    out["repeats"] = repeats_table(runs, out["speedup"], baselines, repeats)
+    out["per_label"] = per_label_table(tables.get("per_label_runs"), baselines)
+    out["task"] = task_table(runs, training)
+    out["parity"] = parity_table(runs[runs["workload"].isin(training)], baselines)
+    out["memory"] = memory_table(runs)
+    out["matmul_summary"] = matmul_summary(matmul, baselines)
+    out["crossover"] = crossover_table(out["speedup"], out["matmul_summary"])
+    out["collapse"] = collapse_table(runs)
+    out["epoch_summary"] = epoch_summary_table(epochs)
+    out["verification"] = verification_table(runs, training)
+    out["verdicts"] = verdicts_table(runs, out["speedup"], out["parity"], baselines, training)
+    out["warnings"] = warnings_table(runs, matmul)
+    out["overview"] = overview_table(runs, devices, baselines, kinds)
+    out["attention"] = attention_table(runs)
+    return {name: out[name] for name in PUBLISHED_TABLES}
