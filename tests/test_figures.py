@@ -1,146 +1,217 @@
-"""Figures render from hand-made tables to valid, byte-stable PNGs of a known size; empty
-tables give the message figure; the matmul crossover picks the start of the final faster run."""
+"""Figures render published tables only: every family draws a valid, byte-stable PNG from
+hand-made tables with the columns of the published-table contract; files respect the
+umask; missing or empty tables give the message figure; interval wording comes from
+the tables; and no module of the package imports a statistics library or computes a
+statistic."""
 
 from __future__ import annotations
 
+import ast
+import os
 import struct
 import zlib
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.text import Text
 from trainbench import figures
-from trainbench.figures import (
-    FIGURES,
-    crossover_n,
-    device_color,
-    device_order,
-    epoch_time_distribution,
-    loss_curves,
-    matmul_crossover,
-    matmul_gflops,
-    memory_bars,
-    per_label_heatmap,
-    speedup_bars,
-    speedup_table,
-    throughput_vs_batch,
-)
+from trainbench.figures import FIGURE_NAMES, FIGURES, device_color, device_order, style
+from trainbench.figures import epoch_time as epoch_time_module
+from trainbench.figures import matmul as matmul_module
+from trainbench.figures import speedup as speedup_module
+from trainbench.figures import throughput as throughput_module
+from trainbench.tables import read_table
 
+PACKAGE = Path(figures.__file__).resolve().parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-DPI = 50  # small files keep the tests fast; sizes scale with it
-MESSAGE_SIZE = (round(6.4 * DPI), round(2.4 * DPI))
+DPI = 40  # small files keep the tests fast
+MESSAGE_PX = (round(style.MESSAGE_SIZE[0] * DPI), round(style.MESSAGE_SIZE[1] * DPI))
 
-RSS = "host peak RSS of the cell's process (getrusage ru_maxrss; includes Python, torch and data)"
-CUDA_MEM = "torch.cuda.max_memory_allocated after reset_peak_memory_stats (tensors only)"
-MPS_MEM = "torch.mps.driver_allocated_memory sampled every 50 ms"
+# ----------------------------------------------------------------------------- columns
+# from the published-table contract (record tables: the columns the figures may read)
+
+RUNS = ["workload", "device", "device_label", "batch_size", "rep", "status", "samples_per_s"]
+EPOCHS = ["workload", "device", "batch_size", "rep", "epoch", "train_loss", "timed_seconds",
+          "full_epoch", "samples_per_s", "eval_seconds", "eval_cold"]  # fmt: skip
+MATMUL = ["workload", "device", "device_label", "batch_size", "rep", "n", "dtype", "median_s",
+          "iqr_s", "gflops", "noisy", "disturbed"]  # fmt: skip
+SPEEDUP = ["workload", "batch_size", "device", "baseline", "n", "median", "low", "high",
+           "interval", "baseline_n", "baseline_median", "speedup", "speedup_low",
+           "speedup_high", "speedup_interval", "halfwidth", "verdict", "reason",
+           "disturbed_runs", "short_window_runs", "no_steady_state_runs", "bimodal"]  # fmt: skip
+PER_LABEL = ["workload", "device", "batch_size", "label", "n", "precision", "recall", "f1",
+             "accuracy", "support", "baseline_f1", "f1_minus_baseline"]  # fmt: skip
+MEMORY = ["workload", "device", "batch_size", "n", "memory_initial_bytes", "memory_peak_bytes",
+          "memory_limit_bytes", "peak_fraction_of_limit", "memory_method"]  # fmt: skip
+CROSSOVER = ["kind", "workload", "device", "batch_size", "quantity", "crossover", "compared_at",
+             "device_value", "baseline_value", "verdict_at", "points_compared", "finding"]  # fmt: skip
+EPOCH_SUMMARY = ["workload", "device", "batch_size", "epoch", "n", "train_loss",
+                 "train_loss_min", "train_loss_max", "timed_seconds", "full_epoch",
+                 "samples_per_s", "eval_seconds", "eval_cold", "eval_accuracy"]  # fmt: skip
+MATMUL_SUMMARY = ["workload", "device", "batch_size", "n", "baseline", "repeats", "gflops",
+                  "gflops_low", "gflops_high", "interval", "median_s", "speedup",
+                  "speedup_low", "speedup_high", "speedup_interval", "verdict", "reason",
+                  "noisy_runs", "disturbed_runs"]  # fmt: skip
+VERIFICATION = ["workload", "device", "placement_pass", "autocast_pass", "fallback_pass",
+                "fallback_detail"]  # fmt: skip
+COLUMNS = {
+    "runs": RUNS, "epochs": EPOCHS, "matmul": MATMUL, "speedup": SPEEDUP,
+    "eval_speed": SPEEDUP, "per_label": PER_LABEL, "memory": MEMORY, "crossover": CROSSOVER,
+    "epoch_summary": EPOCH_SUMMARY, "matmul_summary": MATMUL_SUMMARY,
+    "verification": VERIFICATION,
+}  # fmt: skip
+
+SIZES = {"image_cnn": [32, 128], "text_multilabel": [8, 32]}
+SPEED = {"cpu": 1.0, "mps": 6.0, "cuda": 30.0}
+METHOD = {"cpu": "host peak RSS", "mps": "MPS driver memory, sampled", "cuda": "CUDA allocator"}
 
 
-# ----------------------------------------------------------------------------- tables
+def frame(name: str, rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=COLUMNS[name])
 
 
-def make_tables() -> dict[str, pd.DataFrame]:
-    """Two training workloads (image_cnn: 3 batch sizes, text_multilabel: 2) and matmul, on
-    cpu-t1, cpu-t4, mps (with CPU fallback on text_multilabel) and cuda, 3 repeats, plus a
-    failed and an unavailable cell."""
-    rng = np.random.default_rng(7)
-    speed = {"cpu-t1": 1.0, "cpu-t4": 3.0, "mps": 8.0, "cuda": 40.0}
-    backend = {"cpu-t1": "cpu", "cpu-t4": "cpu", "mps": "mps", "cuda": "cuda"}
-    method = {"cpu-t1": RSS, "cpu-t4": RSS, "mps": MPS_MEM, "cuda": CUDA_MEM}
-    threads = {"cpu-t1": 1, "cpu-t4": 4, "mps": 4, "cuda": 4}
-    sizes = {"image_cnn": [32, 128, 512], "text_multilabel": [8, 32]}
-    runs, epochs, per_label, matmul = [], [], [], []
-    for workload, batch_sizes in sizes.items():
-        for device, factor in speed.items():
-            fallback = device == "mps" and workload == "text_multilabel"
-            for bs in batch_sizes:
+def _speedup_row(workload, bs, device, interval, ratio_interval) -> dict:
+    median = 100 * SPEED[device] * bs**0.5
+    base = 100 * bs**0.5
+    row = {"workload": workload, "batch_size": bs, "device": device, "baseline": "cpu", "n": 3,
+           "median": median, "low": median * 0.96, "high": median * 1.03, "interval": interval,
+           "baseline_n": 3, "baseline_median": base, "disturbed_runs": 0,
+           "short_window_runs": 0, "no_steady_state_runs": 0, "bimodal": False}  # fmt: skip
+    if device == "cpu":
+        return row | {"speedup": 1.0, "verdict": "baseline", "reason": "the baseline"}
+    verdict = "faster" if device == "cuda" else "no clear difference"
+    return row | {
+        "speedup": SPEED[device], "speedup_low": SPEED[device] * 0.93,
+        "speedup_high": SPEED[device] * 1.08, "speedup_interval": ratio_interval,
+        "verdict": verdict, "reason": f"{verdict} ({ratio_interval})",
+    }  # fmt: skip
+
+
+def _records(tables: dict) -> None:
+    runs, epochs = [], []
+    for workload, sizes in SIZES.items():
+        for device, factor in SPEED.items():
+            label = device + ("+cpu-fallback" if (device, workload) == ("mps", "text_multilabel") else "")  # fmt: skip
+            for bs in sizes:
                 for rep in range(3):
-                    sps = 100 * factor * bs**0.5 * (1 + 0.05 * rng.standard_normal())
+                    sps = 100 * factor * bs**0.5 * (1 + 0.02 * (rep - 1))
                     runs.append(
-                        {
-                            "workload": workload,
-                            "device": device,
-                            "device_label": device + ("+cpu-fallback" if fallback else ""),
-                            "backend": backend[device],
-                            "batch_size": bs,
-                            "rep": rep,
-                            "status": "ok",
-                            "samples_per_s": sps,
-                            "memory_initial_bytes": 300 * 2**20,
-                            "memory_peak_bytes": (400 + 3 * bs) * 2**20 * (1 + factor / 10),
-                            "memory_method": method[device],
-                            "torch_threads": threads[device],
-                        }
-                    )
+                        {"workload": workload, "device": device, "device_label": label,
+                         "batch_size": bs, "rep": rep, "status": "ok", "samples_per_s": sps}
+                    )  # fmt: skip
                     for epoch in (1, 2, 3):
                         epochs.append(
-                            {
-                                "workload": workload,
-                                "device": device,
-                                "batch_size": bs,
-                                "rep": rep,
-                                "epoch": epoch,
-                                "train_loss": 2.0 / epoch + 0.05 * rng.random(),
-                                "timed_seconds": 1000 / sps * (1 + 0.1 * rng.random()),
-                            }
-                        )
-                    if workload == "text_multilabel":
-                        for k, label in enumerate(["spam", "toxic", "off_topic"]):
-                            per_label.append(
-                                {
-                                    "workload": workload,
-                                    "device": device,
-                                    "batch_size": bs,
-                                    "rep": rep,
-                                    "label": label,
-                                    "f1": 0.0 if label == "off_topic" else 0.3 + 0.2 * k,
-                                    "predicted_positive": 0 if label == "off_topic" else 50,
-                                    "support": 100 + k,
-                                }
-                            )
-    runs.append(
-        {"workload": "image_cnn", "device": "cuda", "backend": "cuda", "batch_size": 2048,
-         "rep": 0, "status": "failed"}
+                            {"workload": workload, "device": device, "batch_size": bs,
+                             "rep": rep, "epoch": epoch, "train_loss": 2.0 / epoch + 0.01 * rep,
+                             "timed_seconds": 1000 / sps * (1 + 0.01 * epoch),
+                             "full_epoch": "False" if epoch == 1 else "True"}
+                        )  # fmt: skip
+    runs.append({"workload": "image_cnn", "device": "cuda", "batch_size": 512, "rep": 0,
+                 "status": "failed"})  # fmt: skip
+    tables["runs"], tables["epochs"] = frame("runs", runs), frame("epochs", epochs)
+
+
+def _per_workload(tables: dict, interval: str, ratio_interval: str) -> None:
+    speedup, summary, per_label, memory = [], [], [], []
+    for workload, sizes in SIZES.items():
+        for device, factor in SPEED.items():
+            for bs in sizes:
+                speedup.append(_speedup_row(workload, bs, device, interval, ratio_interval))
+                for epoch in (1, 2, 3):
+                    summary.append(
+                        {"workload": workload, "device": device, "batch_size": bs,
+                         "epoch": epoch, "n": 3, "train_loss": 2.0 / epoch + 0.01,
+                         "train_loss_min": 2.0 / epoch, "train_loss_max": 2.0 / epoch + 0.02,
+                         "timed_seconds": 1000 / (100 * factor * bs**0.5),
+                         "full_epoch": epoch > 1, "eval_accuracy": 0.5 + 0.1 * epoch}
+                    )  # fmt: skip
+                memory.append(
+                    {"workload": workload, "device": device, "batch_size": bs, "n": 3,
+                     "memory_initial_bytes": 300 * 2**20,
+                     "memory_peak_bytes": (400 + 3 * bs) * 2**20,
+                     "memory_limit_bytes": 16 * 2**30 if device != "cpu" else np.nan,
+                     "peak_fraction_of_limit": 0.05 if device != "cpu" else np.nan,
+                     "memory_method": METHOD[device]}
+                )  # fmt: skip
+                if workload != "text_multilabel":
+                    continue
+                for k, label in enumerate(["spam", "toxic", "off_topic"]):
+                    f1 = 0.3 + 0.2 * k - 0.01 * (device != "cpu")
+                    per_label.append(
+                        {"workload": workload, "device": device, "batch_size": bs,
+                         "label": label, "n": 3, "f1": f1, "support": 100 + k,
+                         "baseline_f1": 0.3 + 0.2 * k,
+                         "f1_minus_baseline": f1 - (0.3 + 0.2 * k)}
+                    )  # fmt: skip
+    # cuda at image_cnn bs 512 only failed: a row without a value
+    speedup.append({"workload": "image_cnn", "batch_size": 512, "device": "cuda", "baseline": "cpu",
+                    "n": 0, "verdict": "insufficient data", "reason": "no ok run of cuda"})  # fmt: skip
+    tables.update(
+        speedup=frame("speedup", speedup), eval_speed=frame("speedup", speedup),
+        epoch_summary=frame("epoch_summary", summary), per_label=frame("per_label", per_label),
+        memory=frame("memory", memory),
     )  # fmt: skip
-    runs.append(
-        {"workload": "text_multilabel", "device": "cpu-t16", "backend": "cpu", "batch_size": 8,
-         "rep": 0, "status": "unavailable"}
+
+
+def _matmul(tables: dict, interval: str) -> None:
+    gflops = {"cpu": 50.0, "mps": 80.0, "cuda": 400.0}
+    records, summary = [], []
+    for device, g in gflops.items():
+        for n in (64, 128, 256, 512):
+            value = g * (n / 64) ** 0.5
+            for rep in range(3):
+                records.append(
+                    {"workload": "matmul", "device": device, "device_label": device,
+                     "batch_size": 1, "rep": rep, "n": n, "dtype": "float32",
+                     "median_s": 2 * n**3 / value / 1e9, "gflops": value * (1 + 0.01 * rep)}
+                )  # fmt: skip
+            summary.append(
+                {"workload": "matmul", "device": device, "batch_size": 1, "n": n,
+                 "baseline": "cpu", "repeats": 3, "gflops": value, "gflops_low": value,
+                 "gflops_high": value * 1.02, "interval": interval,
+                 "verdict": "baseline" if device == "cpu" else "faster"}
+            )  # fmt: skip
+    cross = [
+        {"kind": "matmul size", "workload": "matmul", "device": "cuda", "batch_size": 1,
+         "crossover": 128, "finding": "n ≥ 128 (cuda 8x cpu, range of 3 runs)"},
+        {"kind": "matmul size", "workload": "matmul", "device": "mps", "batch_size": 1,
+         "crossover": np.nan, "finding": "not within the measured range (n ≤ 512)"},
+        {"kind": "training batch size", "workload": "image_cnn", "device": "cuda",
+         "batch_size": np.nan, "crossover": 32, "finding": "bs ≥ 32"},
+    ]  # fmt: skip
+    tables.update(
+        matmul=frame("matmul", records), matmul_summary=frame("matmul_summary", summary),
+        crossover=frame("crossover", cross),
     )  # fmt: skip
-    # cpu-t4 baseline; cuda faster from n=256 on; mps faster only at n=32
-    times = {
-        "cpu-t4": {16: 1.0, 32: 2.0, 64: 4.0, 128: 8.0, 256: 16.0, 512: 32.0},
-        "cuda": {16: 5.0, 32: 5.0, 64: 5.0, 128: 9.0, 256: 6.0, 512: 7.0},
-        "mps": {16: 3.0, 32: 1.5, 64: 5.0, 128: 9.0, 256: 17.0, 512: 40.0},
-    }
-    for device, per_n in times.items():
-        for rep in range(3):
-            for n, t in per_n.items():
-                seconds = t * 1e-4 * (1 + 0.01 * rep)
-                matmul.append(
-                    {
-                        "workload": "matmul",
-                        "device": device,
-                        "device_label": device,
-                        "batch_size": 1,
-                        "rep": rep,
-                        "n": n,
-                        "dtype": "float32",
-                        "median_s": seconds,
-                        "gflops": 2 * n**3 / seconds / 1e9,
-                        "torch_threads": threads[device],
-                    }
-                )
-    return {
-        "runs": pd.DataFrame(runs),
-        "epochs": pd.DataFrame(epochs),
-        "per_label": pd.DataFrame(per_label),
-        "matmul": pd.DataFrame(matmul),
-    }
+
+
+def make_tables(
+    interval: str = "range of 3 runs", ratio_interval: str = "range of 3 vs 3 runs"
+) -> dict[str, pd.DataFrame]:
+    """Two training workloads on cpu (baseline), mps (CPU fallback on text_multilabel) and
+    cuda, 3 repeats, and matmul; the published tables as the statistics layer writes them."""
+    tables: dict[str, pd.DataFrame] = {}
+    _records(tables)
+    _per_workload(tables, interval, ratio_interval)
+    _matmul(tables, interval)
+    tables["verification"] = frame(
+        "verification",
+        [{"workload": "text_multilabel", "device": "mps", "fallback_pass": "False"}],
+    )
+    return tables
 
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, pd.DataFrame]:
     return make_tables()
+
+
+# ----------------------------------------------------------------------------- helpers
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -151,9 +222,8 @@ def png_size(path: Path) -> tuple[int, int]:
     assert kind == b"IHDR" and length == 13
     (crc,) = struct.unpack(">I", data[29:33])
     assert crc == zlib.crc32(data[12:29]), "IHDR CRC mismatch"
-    assert data.rstrip(b"\x00").endswith(b"IEND\xaeB`\x82"), "PNG is truncated"
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
+    assert data.endswith(b"IEND\xaeB`\x82"), "PNG is truncated"
+    return struct.unpack(">II", data[16:24])
 
 
 def png_text_chunks(path: Path) -> list[bytes]:
@@ -166,150 +236,161 @@ def png_text_chunks(path: Path) -> list[bytes]:
     return found
 
 
-# family -> (call, expected size in inches for make_tables())
-CASES = {
-    "throughput": (
-        lambda t, out: throughput_vs_batch(t["runs"], out, dpi=DPI),
-        (2 * 4.3 + 2.3, 3.8),
-    ),
-    "speedup": (
-        lambda t, out: speedup_bars(t["runs"], out, "cpu-t1", dpi=DPI),
-        # image_cnn: 3 devices x 3 sizes; text_multilabel: 3 x 2
-        ((0.55 * 9 + 0.35 * 3 + 1.0) + (0.55 * 6 + 0.35 * 2 + 1.0) + 2.3, 3.6 + 0.5),
-    ),
-    "epoch_time": (
-        lambda t, out: epoch_time_distribution(t["epochs"], out, runs=t["runs"], dpi=DPI),
-        (0.42 * 3 * 4 + 0.42 * 2 * 4 + 2 * 0.7 + 2.3, 3.5 + 0.5),
-    ),
-    "loss": (
-        lambda t, out: loss_curves(t["epochs"], out, runs=t["runs"], dpi=DPI),
-        (3 * 3.5 + 2.3, 2 * 2.9 + 0.5),
-    ),
-    "per_label": (
-        lambda t, out: per_label_heatmap(t["per_label"], out, runs=t["runs"], dpi=DPI),
-        # 8 columns (4 devices x 2 sizes), as wide as "+cpu-fallback" (the mps columns' middle
-        # line); longest row name "off_topic (n=102)"
-        (
-            len("off_topic (n=102)") * 0.075 + 0.5 + (0.075 * 13 + 0.25) * 8 + 1.3,
-            0.42 * 3 + 1.05 + 0.9,
-        ),
-    ),
-    "matmul": (
-        lambda t, out: matmul_gflops(t["matmul"], out, "cpu-t4", dpi=DPI),
-        (5.6 + 3.4, 4.2 + 0.5),
-    ),
-    "memory": (lambda t, out: memory_bars(t["runs"], out, dpi=DPI), None),
-}
+def drawn(module, tables):
+    """A family's figure, drawn (tick labels are set at draw time), then closed: its
+    texts and the number of scatter points per axes."""
+    fig = style.build_figure(lambda st: module.build(tables, st), {"dpi": DPI})
+    try:
+        fig.canvas.draw()
+        texts = [t.get_text() for t in fig.findobj(Text)]
+        points = sum(len(c.get_offsets()) for c in fig.findobj(PathCollection))
+        return "\n".join(texts), points
+    finally:
+        plt.close(fig)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_figure_renders_valid_byte_stable_png(tables, tmp_path, name):
-    call, inches = CASES[name]
-    first, second = tmp_path / "a" / f"{name}.png", tmp_path / "b" / f"{name}.png"
-    call(tables, first)
-    call(tables, second)
+# ----------------------------------------------------------------------------- rendering
+
+
+def test_registry_names():
+    assert FIGURE_NAMES == (
+        "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory"
+    )  # fmt: skip
+    assert tuple(FIGURES) == FIGURE_NAMES
+    assert not (PACKAGE.parent / "figures.py").exists(), "the old figures.py module is back"
+
+
+@pytest.fixture(scope="module")
+def first_renders(tables, tmp_path_factory) -> dict[str, Path]:
+    """Each family rendered once from ``tables`` (shared by the tests below)."""
+    folder = tmp_path_factory.mktemp("first")
+    paths = {}
+    for name in FIGURE_NAMES:
+        paths[name] = folder / name / f"{name}.png"
+        FIGURES[name](tables, paths[name], dpi=DPI)
+    return paths
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_figure_renders_valid_byte_stable_png(tables, first_renders, tmp_path, name):
+    first, second = first_renders[name], tmp_path / f"{name}.png"
+    FIGURES[name](dict(tables), second, dpi=DPI)
     width, height = png_size(first)
-    if inches is not None:
-        # the figure size is fixed by what is drawn (panels, bars), never by text extents
-        assert abs(width - inches[0] * DPI) < 1 and abs(height - inches[1] * DPI) < 1
-    assert (width, height) != MESSAGE_SIZE, "rendered the 'nothing to draw' figure"
-    assert width > 200 and height > 100
+    assert (width, height) != MESSAGE_PX, "rendered the 'nothing to draw' figure"
+    assert width > 5 * DPI and height > 2.5 * DPI
     assert first.read_bytes() == second.read_bytes(), "same input gave different bytes"
     assert png_text_chunks(first) == [], "PNG carries metadata (software/time)"
     assert sorted(p.name for p in first.parent.iterdir()) == [f"{name}.png"], "temp file left"
 
 
-def test_registry_adapters_match_direct_calls(tables, tmp_path):
-    assert sorted(FIGURES) == sorted(
-        ["throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory"]
-    )
-    FIGURES["speedup"](tables, tmp_path / "via.png", "cpu-t1", dpi=DPI)
-    speedup_bars(tables["runs"], tmp_path / "direct.png", "cpu-t1", dpi=DPI)
-    assert (tmp_path / "via.png").read_bytes() == (tmp_path / "direct.png").read_bytes()
-    FIGURES["matmul"](tables, tmp_path / "m.png", None, dpi=DPI)  # default baseline: a cpu
-    assert png_size(tmp_path / "m.png") != MESSAGE_SIZE
+def test_tables_read_back_from_csv_give_the_same_figures(tables, first_renders, tmp_path):
+    """CSV round trip (bools as "True"/"False", ints as floats): the same bytes."""
+    read = {}
+    for name, table in tables.items():
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+        read[name] = read_table(tmp_path / f"{name}.csv")
+    for name in FIGURE_NAMES:
+        FIGURES[name](read, tmp_path / f"{name}.png", dpi=DPI)
+        assert (tmp_path / f"{name}.png").read_bytes() == first_renders[name].read_bytes(), name
 
 
-EMPTY_RUNS = pd.DataFrame(
-    {"workload": ["image_cnn"], "device": ["mps"], "backend": ["mps"], "batch_size": [32],
-     "rep": [0], "status": ["unavailable"], "samples_per_s": [np.nan],
-     "memory_peak_bytes": [np.nan], "torch_threads": [np.nan]}
-)  # fmt: skip
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_file_mode_follows_the_umask(tables, tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        FIGURES["loss"](tables, tmp_path / "loss.png", dpi=DPI)
+        FIGURES["memory"]({}, tmp_path / "memory.png", dpi=DPI)  # the message figure too
+    finally:
+        os.umask(old)
+    for path in tmp_path.iterdir():
+        assert path.stat().st_mode & 0o777 == mode, path.name
 
 
-@pytest.mark.parametrize("name", sorted(FIGURES))
-@pytest.mark.parametrize("kind", ["no_columns", "no_ok_rows"])
-def test_nothing_to_draw_gives_message_figure(tmp_path, name, kind):
-    if kind == "no_columns":  # what analysis.read_table gives for an empty CSV
-        tables = {key: pd.DataFrame() for key in ("runs", "epochs", "per_label", "matmul")}
-    else:
-        tables = {
-            "runs": EMPTY_RUNS,
-            "epochs": pd.DataFrame(columns=["workload", "device", "batch_size", "epoch"]),
-            "per_label": pd.DataFrame(columns=["workload", "device", "batch_size", "label", "f1"]),
-            "matmul": pd.DataFrame(columns=["device", "n", "median_s", "gflops"]),
-        }
-    out = tmp_path / f"{name}.png"
-    FIGURES[name](tables, out, None, dpi=DPI)
-    assert png_size(out) == MESSAGE_SIZE
+def _no_rows() -> dict[str, pd.DataFrame]:
+    return {name: pd.DataFrame(columns=columns) for name, columns in COLUMNS.items()}
+
+
+def _nothing_drawable() -> dict[str, pd.DataFrame]:
+    """Rows, but none a figure may draw: only baseline rows or rows without a value,
+    epochs that are not full, a failed run."""
+    t = make_tables()
+    t["speedup"] = t["speedup"][t["speedup"]["device"] == "cpu"].assign(median=np.nan)
+    t["epochs"] = t["epochs"].assign(full_epoch=False)
+    t["epoch_summary"] = t["epoch_summary"].assign(full_epoch="False", train_loss=np.nan)
+    t["per_label"] = t["per_label"].assign(f1=np.nan)
+    t["memory"] = t["memory"].assign(memory_peak_bytes=np.nan)
+    t["matmul_summary"] = t["matmul_summary"].assign(gflops=np.nan)
+    t["matmul"] = t["matmul"].assign(gflops=np.nan)
+    return t
+
+
+EMPTY_KINDS = {
+    "missing": lambda: {},
+    "no_columns": lambda: {name: pd.DataFrame() for name in COLUMNS},
+    "none": lambda: dict.fromkeys(COLUMNS),
+    "no_rows": _no_rows,
+    "nothing_drawable": _nothing_drawable,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EMPTY_KINDS))
+def test_nothing_to_draw_gives_message_figure(tmp_path, kind):
+    tables = EMPTY_KINDS[kind]()
+    for name in FIGURE_NAMES:
+        out = tmp_path / f"{name}.png"
+        FIGURES[name](tables, out, dpi=DPI)
+        assert png_size(out) == MESSAGE_PX, name
 
 
 def test_message_figure_is_written_over_an_existing_file(tmp_path):
     out = tmp_path / "t.png"
     out.write_bytes(b"stale")
-    throughput_vs_batch(pd.DataFrame(), out, dpi=DPI)
-    assert png_size(out) == MESSAGE_SIZE
+    FIGURES["throughput"]({}, out, dpi=DPI)
+    assert png_size(out) == MESSAGE_PX
 
 
-# ----------------------------------------------------------------------------- crossover
+# ----------------------------------------------------------------------------- content
 
 
-def test_crossover_is_start_of_final_faster_run():
-    n = [16, 32, 64, 128, 256, 512]
-    base = [1, 2, 4, 8, 16, 32]
-    # faster at 32, slower at 64 and 128, faster from 256 on
-    assert crossover_n(n, [3, 1.5, 5, 9, 6, 7], base) == 256
-    assert crossover_n(n, [0.5] * 6, base) == 16  # faster everywhere
-    assert crossover_n(n, [5, 5, 5, 9, 17, 31], base) == 512  # only at the largest n
-    # unsorted input and a missing size are handled
-    assert crossover_n([512, 16, 256, 128], [7, 3, 6, np.nan], [32, 1, 16, 8]) == 256
+@pytest.mark.parametrize(
+    "interval, ratio_interval",
+    [("range of 3 runs", "range of 3 vs 3 runs"), ("95% BCa CI", "95% percentile CI")],
+)
+def test_interval_wording_comes_from_the_table(interval, ratio_interval):
+    tables = make_tables(interval, ratio_interval)
+    for module, expected in (
+        (throughput_module, interval),
+        (speedup_module, ratio_interval),
+        (matmul_module, interval),
+    ):
+        texts, _ = drawn(module, tables)
+        assert expected in texts, module.__name__
+        if "range" in expected:
+            assert "95%" not in texts, f"{module.__name__} claims a CI the table does not"
 
 
-def test_crossover_none_when_never_or_not_finally_faster():
-    n = [16, 32, 64]
-    assert crossover_n(n, [2, 3, 5], [1, 2, 4]) is None  # never faster
-    assert crossover_n(n, [0.5, 1, 5], [1, 2, 4]) is None  # faster, then slower at the end
-    assert crossover_n(n, [1, 2, 4], [1, 2, 4]) is None  # equal is not faster
-    assert crossover_n([], [], []) is None
+def test_speedup_bars_carry_verdicts_and_leave_out_the_baseline(tables):
+    texts, _ = drawn(speedup_module, tables)
+    assert "30x faster" in texts and "6x no clear difference" in texts
+    assert "insufficient data" in texts  # the row without a value still says why
+    lines = texts.splitlines()
+    assert not [t for t in lines if t.startswith("bs ") and t.endswith(" cpu")], "baseline drawn"
+    assert "bs 8  mps+cpu-fallback" in lines and "bs 32  cuda" in lines
+    assert "image_cnn (vs cpu)" in lines
 
 
-def test_matmul_crossover_from_table(tables):
-    assert matmul_crossover(tables["matmul"], "cuda", "cpu-t4") == 256
-    assert matmul_crossover(tables["matmul"], "mps", "cpu-t4") is None
-    faster_mps = tables["matmul"].copy()
-    faster_mps.loc[(faster_mps["device"] == "mps") & (faster_mps["n"] == 512), "median_s"] = 1e-4
-    assert matmul_crossover(faster_mps, "mps", "cpu-t4") == 512
+def test_dots_are_the_raw_values(tables):
+    _, points = drawn(throughput_module, tables)
+    assert points == int((tables["runs"]["status"] == "ok").sum())
+    _, points = drawn(epoch_time_module, tables)
+    assert points == int((tables["epochs"]["full_epoch"] == "True").sum())  # full epochs only
 
 
-# ----------------------------------------------------------------------------- pieces
-
-
-def test_speedup_table_ratio_of_medians_and_ci(tables):
-    table = speedup_table(tables["runs"], "cpu-t1")
-    runs = tables["runs"][tables["runs"]["status"] == "ok"]
-    row = table[(table["workload"] == "image_cnn") & (table["batch_size"] == 128)]
-    row = row[row["device"] == "cuda"].iloc[0]
-    pick = runs[(runs["workload"] == "image_cnn") & (runs["batch_size"] == 128)]
-    expected = (
-        pick.loc[pick["device"] == "cuda", "samples_per_s"].median()
-        / pick.loc[pick["device"] == "cpu-t1", "samples_per_s"].median()
-    )
-    assert row["speedup"] == pytest.approx(expected)
-    assert row["ci_low"] <= row["speedup"] <= row["ci_high"]
-    assert 30 < row["speedup"] < 50
-    fallback = table[(table["workload"] == "text_multilabel") & (table["device"] == "mps")]
-    assert set(fallback["dev_label"]) == {"mps+cpu-fallback"}
-    assert "cpu-t1" not in set(table["device"])
+def test_matmul_marks_the_published_crossover(tables):
+    texts, _ = drawn(matmul_module, tables)
+    assert "cuda: n = 128" in texts and "cpu (baseline)" in texts
+    assert "not within the measured range" in texts
+    assert "bs ≥ 32" not in texts  # the training batch-size row belongs to no matmul panel
 
 
 def test_device_order_and_palette():
@@ -318,20 +399,78 @@ def test_device_order_and_palette():
         "cpu", "cpu-t4", "cpu-t16", "mps", "mps+cpu-fallback", "cuda", "xpu"
     ]  # fmt: skip
     assert device_color("mps+cpu-fallback") == device_color("mps")
+    assert device_color("cpu@Intel Xeon") == device_color("cpu")
     assert device_color("cuda") != device_color("mps") != device_color("cpu")
     assert device_color("cpu-t4") != device_color("cpu-t16")
 
 
 def test_unknown_style_keyword_is_an_error(tables, tmp_path):
     with pytest.raises(TypeError, match="colour"):
-        memory_bars(tables["runs"], tmp_path / "m.png", colour="red")
+        FIGURES["memory"](tables, tmp_path / "m.png", colour="red")
 
 
 def test_global_matplotlib_state_is_left_alone(tables, tmp_path):
-    import matplotlib
-
     before = dict(matplotlib.rcParams)
-    loss_curves(tables["epochs"], tmp_path / "l.png", dpi=DPI)
+    FIGURES["loss"](tables, tmp_path / "l.png", dpi=DPI)
     assert dict(matplotlib.rcParams) == before
     assert matplotlib.get_backend().lower() == "agg"
-    assert figures.plt.get_fignums() == []
+    assert plt.get_fignums() == []
+
+
+# ----------------------------------------------------------------------------- purity
+
+FORBIDDEN = ("scipy", "statistics", "trainbench.stats", "trainbench.analysis")
+# calls that compute a statistic or aggregate values (selection and sorting are fine)
+AGGREGATING = {
+    "median", "mean", "quantile", "percentile", "nanmedian", "nanmean", "nanpercentile",
+    "nanquantile", "std", "var", "bootstrap", "groupby", "agg", "aggregate", "describe",
+    "boxplot", "violinplot", "barplot", "pointplot", "lineplot", "catplot", "histplot",
+    "kdeplot", "regplot",
+}  # fmt: skip
+
+
+def _modules() -> list[Path]:
+    paths = sorted(PACKAGE.glob("*.py"))
+    assert {p.name for p in paths} >= {"__init__.py", "style.py"}
+    return paths
+
+
+def _imports(source: str) -> list[str]:
+    """Absolute module names imported by a module of trainbench.figures (relative ones
+    resolved; ``from X import y`` gives X and X.y)."""
+    package = ["trainbench", "figures"]
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.append(module)
+            names += [f"{module}.{alias.name}" for alias in node.names]
+    return names
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
+def test_no_statistics_import(path):
+    for name in _imports(path.read_text()):
+        for bad in FORBIDDEN:
+            assert name != bad and not name.startswith(bad + "."), f"{path.name} imports {name}"
+    source = ast.parse(path.read_text())
+    relative = [n for n in ast.walk(source) if isinstance(n, ast.ImportFrom) and n.level]
+    for node in relative:
+        assert node.module not in ("stats", "analysis"), f"{path.name}: from .{node.module}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: p.name)
+def test_no_statistic_is_computed(path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            assert name not in AGGREGATING, f"{path.name}:{node.lineno} calls {name}()"
+
+
+def test_import_resolution_catches_relative_imports():
+    names = _imports("from ..stats import publish\nfrom .. import analysis\nfrom . import data\n")
+    assert {"trainbench.stats", "trainbench.analysis", "trainbench.figures.data"} <= set(names)

@@ -1,492 +1,488 @@
-"""Tables -> Markdown report, through Jinja2 templates in ``templates/``.
+"""Published tables -> Markdown reports, through the Jinja2 templates in ``templates/``.
 
-Verdict sentences are computed from the tables; nothing is typed in. The
-report carries no timestamp, so the same records give the same bytes.
+The reports compute nothing: every number and every verdict comes from a published
+table of the statistics layer (``docs/statistics.md``); this module selects rows and
+formats values with :mod:`trainbench.tables`. ``environments.csv`` and ``skipped.csv``
+are read for facts only. No timestamp: the same tables give the same bytes.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
-import pandas as pd
 
-from . import analysis
+from . import tables
+from .published import PUBLISHED_TABLES as PUBLISHED
 from .records import atomic_write_text
+from .tables import MISSING, bytes_text, compact, interval_text, ratio_text, read_table, sig
 from .workloads import WORKLOADS
 
 TEMPLATES = Path(__file__).parent / "templates"
+ALL = "(all)"
+fmt_num = sig  # the median's text in the reports (tests/test_workflow_e2e.py formats with it)
+Row = dict[str, Any]
 
 
-def fmt_num(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, int) or (
-        isinstance(value, float) and value.is_integer() and abs(value) < 1e15
-    ):
-        return f"{int(value):,}"
-    value = float(value)
-    magnitude = math.floor(math.log10(abs(value)))
-    decimals = max(0, digits - 1 - magnitude)
-    return f"{value:,.{decimals}f}"
+# ----------------------------------------------------------------------------- values
 
 
-def fmt_bytes(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    value = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    return str(value)
+def _value(x: Any) -> Any:
+    """None for a missing value, a plain Python value otherwise."""
+    if tables.is_missing(x):
+        return None
+    return x.item() if hasattr(x, "item") and not isinstance(x, (str, bytes)) else x
 
 
-def fmt_speedup(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.2f}x"
+def _flag(x: Any) -> bool | None:
+    x = _value(x)
+    if x is None:
+        return None
+    return x.strip().lower() in ("true", "1", "1.0", "yes") if isinstance(x, str) else bool(x)
+
+
+def _t(x: Any) -> str:
+    """Any value as cell text (integral floats from CSV round trips as integers)."""
+    x = _value(x)
+    if isinstance(x, str):
+        return x
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        x = int(x)
+    return tables.cell_text(x)
+
+
+def _s(r: Row, key: str) -> str:
+    return _t(r.get(key))
+
+
+def _pct(x: Any) -> str:
+    return MISSING if _value(x) is None else f"{compact(float(x) * 100, 2)}%"
+
+
+def _yes(x: Any) -> str:
+    flag = _flag(x)
+    return MISSING if flag is None else ("yes" if flag else "no")
+
+
+def _list(x: Any) -> str:
+    """A ";"-joined table value for reading."""
+    return ", ".join(part.strip() for part in _t(x).split(";"))
+
+
+def _iv(low: Any, high: Any, kind: Any = None, unit: str = "") -> str:
+    """ "1.2–1.4x (range of 3 runs)": an interval and the kind its row states."""
+    text = interval_text(_value(low), _value(high))
+    if text == MISSING:
+        return text
+    return f"{text}{unit} ({_t(kind)})" if _value(kind) is not None else f"{text}{unit}"
+
+
+def _counted(pairs: Iterable[tuple[Any, str]]) -> str:
+    return ", ".join(f"{int(n)} {word}" for n, word in pairs if _value(n))
+
+
+# ----------------------------------------------------------------------------- tables
+
+Column = tuple[str, str, Callable[[Row], str]]  # header, "l" or "r", cell text
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    align: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows: Sequence[Row], columns: Sequence[Column]) -> Table:
+    return Table(
+        tuple(c[0] for c in columns),
+        tuple(c[1] for c in columns),
+        tuple(tuple(_escape(c[2](r)) for c in columns) for r in rows),
+    )
+
+
+def markdown(t: Table) -> str:
+    """A Markdown pipe table, one row a line, cells unpadded."""
+    lines = ["| " + " | ".join(t.header) + " |"]
+    lines.append("|" + "|".join("---:" if a == "r" else "---" for a in t.align) + "|")
+    lines += ["| " + " | ".join(row) + " |" for row in t.rows]
+    return "\n".join(lines)
+
+
+# Column formats: cell text and alignment.
+FORMATS: dict[str, tuple[Callable[[Any], str], str]] = {
+    "t": (_t, "l"), "i": (_t, "r"), "n": (sig, "r"), "x": (ratio_text, "r"), "%": (_pct, "r"),
+    "b": (bytes_text, "r"), "n4": (lambda x: sig(x, 4), "r"), "y": (_yes, "l"), "l": (_list, "l"),
+}  # fmt: skip
+
+
+def cols(*specs: tuple) -> list[Column]:
+    """Columns from (header, key or row function, format of :data:`FORMATS`)."""
+    out = []
+    for header, key, *fmt in specs:
+        fn, align = FORMATS[fmt[0] if fmt else "t"]
+        out.append((header, align, key if callable(key) else lambda r, k=key, f=fn: f(r.get(k))))
+    return out
+
+
+def _speed_flags(r: Row) -> str:
+    runs = (("disturbed_runs", "disturbed"), ("short_window_runs", "short window"),
+            ("no_steady_state_runs", "no steady state"))  # fmt: skip
+    text = _counted((r.get(k), w) for k, w in runs)
+    return ", ".join(filter(None, [text, "bimodal" if _flag(r.get("bimodal")) else ""]))
+
+
+def _ratio_iv(r: Row) -> str:
+    return _iv(r.get("speedup_low"), r.get("speedup_high"), r.get("speedup_interval"), "x")
+
+
+WORKLOAD = cols(("workload", "workload"))
+KEYS = cols(("device", "device"), ("batch size", "batch_size", "i"))
+
+
+def speed_columns(unit: str) -> list[Column]:
+    return KEYS + cols(
+        ("runs", "n", "i"), (f"{unit} (median)", "median", "n"),
+        ("interval", lambda r: _iv(r.get("low"), r.get("high"), r.get("interval")), "i"),
+        ("speedup", "speedup", "x"), ("speedup interval", _ratio_iv, "i"),
+        ("verdict", "verdict"), ("quality", _speed_flags), ("reason", "reason"),
+    )  # fmt: skip
+
+
+STABILITY = cols(
+    ("device", "device"), ("status", "status"), ("cells", "cells", "i"), ("ok", "ok_cells", "i"),
+    ("failed", "failed_cells", "i"), ("unavailable", "unavailable_cells", "i"),
+    ("attempts", "attempts", "i"), ("failed attempts", "failed_attempts", "i"),
+    ("failures by class", "failed_by_class"), ("within-run CV", "within_run_cv", "%"),
+    ("between-run CV", "between_run_cv", "%"), ("epoch-time CV", "epoch_time_cv", "%"),
+    ("slowest to fastest", "slowest_to_fastest", "x"), ("note", "note"),
+)  # fmt: skip
+PARITY = KEYS + cols(
+    ("metric", "primary_metric"), ("runs", "n", "i"), ("final", "final_metric", "n"),
+    ("baseline runs", "baseline_n", "i"), ("baseline", "baseline_metric", "n"),
+    ("difference", "metric_diff", "n"), ("band", "metric_band", "n"),
+    ("metric ok", "metric_pass", "y"), ("final loss", "final_loss", "n"),
+    ("baseline loss", "baseline_loss", "n"), ("loss difference", "loss_diff", "n"),
+    ("loss band", "loss_band", "n"), ("loss ok", "loss_pass", "y"), ("parity", "parity"),
+    ("rule", "rule"),
+)  # fmt: skip
+REPEATS = KEYS + cols(
+    ("baseline", "baseline"), ("repeats", "repeats", "i"), ("records", "records", "i"),
+    ("min", "min_repeats", "i"), ("max", "max_repeats", "i"),
+    ("target half-width", "target_halfwidth", "%"), ("half-width", "halfwidth", "%"),
+    ("converged", "converged", "y"), ("note", "note"),
+)  # fmt: skip
+MEMORY = KEYS + cols(
+    ("runs", "n", "i"), ("initial", "memory_initial_bytes", "b"),
+    ("peak", "memory_peak_bytes", "b"), ("limit", "memory_limit_bytes", "b"),
+    ("peak share of limit", "peak_fraction_of_limit", "%"), ("how measured", "memory_method"),
+)  # fmt: skip
+CROSSOVER = cols(
+    ("kind", "kind"), ("workload", "workload"), ("device", "device"),
+    ("batch size", "batch_size", "i"), ("from", "crossover", "i"), ("finding", "finding"),
+)  # fmt: skip
+COLLAPSE = WORKLOAD + KEYS + cols(("evidence", "evidence"))
+MATMUL = cols(
+    ("n", "n", "i"), ("device", "device"), ("matmul batch", "batch_size", "i"),
+    ("runs", "repeats", "i"), ("GFLOP/s (median)", "gflops", "n"),
+    ("interval", lambda r: _iv(r.get("gflops_low"), r.get("gflops_high"), r.get("interval")), "i"),
+    ("speedup", "speedup", "x"), ("speedup interval", _ratio_iv, "i"), ("verdict", "verdict"),
+    ("quality", lambda r: _counted(((r.get("noisy_runs"), "noisy"),
+                                    (r.get("disturbed_runs"), "disturbed")))),
+    ("reason", "reason"),
+)  # fmt: skip
+WARNINGS = cols(
+    ("kind", "kind"), ("workload", "workload"), ("device", "device"),
+    ("batch size", "batch_size", "i"), ("rep", "rep", "i"), ("detail", "detail"),
+)  # fmt: skip
+ATTENTION = cols(
+    ("workload", "workload", "l"), ("device", "device"), ("status", "status"),
+    ("class", "error_class"), ("cells", "cells", "i"), ("batch sizes", "batch_sizes"),
+    ("detail", "detail"),
+)  # fmt: skip
+ENVIRONMENT = cols(
+    ("host", "host"), ("device", "device"), ("device name", "device_name"), ("CPU", "cpu_model"),
+    ("cores", "logical_cores", "i"), ("OS", "os"), ("Python", "python"), ("torch", "torch"),
+    ("other packages", "packages"), ("commit", lambda r: _s(r, "git_commit")[:12]),
+    ("Slurm jobs", "slurm_job_ids"),
+)  # fmt: skip
+LABELS = KEYS + cols(
+    ("label", "label"), ("runs", "n", "i"), ("precision", "precision", "n"),
+    ("recall", "recall", "n"), ("F1", "f1", "n"), ("accuracy", "accuracy", "n"),
+    ("F1 − baseline", "f1_minus_baseline", "n"), ("support", "support", "i"),
+)  # fmt: skip
+
+
+TASK = KEYS + cols(
+    ("runs", "n", "i"), ("metric", "primary_metric"), ("best (median)", "best_metric", "n"),
+    ("interval", lambda r: _iv(r.get("best_low"), r.get("best_high"), r.get("interval")), "t"),
+    ("final", "final_metric", "n"), ("micro-F1", "micro_f1", "n"), ("macro-F1", "macro_f1", "n"),
+    ("best epoch", "best_epoch", "n"),
+)  # fmt: skip
+
+
+def epoch_columns(rows: Sequence[Row]) -> list[Column]:
+    """The per-epoch table with the eval metric columns the rows carry (at most six);
+    "*" marks an epoch that is not full in every repeat, "(cold)" the cold eval pass."""
+    skip = ("eval_seconds", "eval_cold")
+    metrics = [k for k in (rows[0] if rows else {}) if k.startswith("eval_") and k not in skip]
+    return KEYS + cols(
+        ("epoch", lambda r: _s(r, "epoch") + ("" if _flag(r.get("full_epoch")) else " *"), "i"),
+        ("runs", "n", "i"), ("train loss (median)", "train_loss", "n4"),
+        ("min–max", lambda r: interval_text(r.get("train_loss_min"), r.get("train_loss_max"),
+                                            FORMATS["n4"][0]), "i"),
+        *((m[5:], m, "n") for m in metrics[:6]),
+        ("time (timed, s)", "timed_seconds", "n"), ("samples/s", "samples_per_s", "n"),
+        ("eval s", lambda r: sig(r.get("eval_seconds"))
+                             + (" (cold)" if _flag(r.get("eval_cold")) else ""), "i"),
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- prose
+
+
+def _of(rows: Sequence[Row], workload: str) -> list[Row]:
+    """Rows of one workload (a ";"-joined workload column counts each of its names)."""
+    return [r for r in rows if workload in _s(r, "workload").split(";")]
+
+
+def _verdict_line(r: Row, with_workload: bool) -> str:
+    """symbol, who, status and the table's text; the first failing item named."""
+    status, text, first = _s(r, "status"), _s(r, "text"), _value(r.get("first_failing"))
+    who = f"**{_s(r, 'device')}**"
+    if with_workload:
+        who = f"`{_s(r, 'workload')}` on {who}"
+    line = f"{_s(r, 'symbol')} {who}"
+    line += f": {text}" if text.lower().startswith(status.lower()) else f" ({status}): {text}"
+    if first and str(first) not in text:
+        line += f" First failing item: {first}."
+    return line
+
+
+def verdict_lines(t: Mapping[str, list[Row]]) -> list[str]:
+    """Index verdicts: one per workload × device, unavailable devices once, then
+    failures of workloads without a verdict row (microbenchmarks)."""
+    judged = {(r.get("workload"), r.get("device")) for r in t["verdicts"]}
+    lines = [_verdict_line(r, True) for r in t["verdicts"] if r.get("status") != "unavailable"]
+    for r in t["attention"]:
+        cells = f"{_s(r, 'cells')} cell(s)"
+        if r.get("status") == "unavailable":
+            lines.append(
+                f"⚪ **{_s(r, 'device')}** (unavailable): {_s(r, 'detail')}; "
+                f"{cells} of {_list(r.get('workload'))} not measured."
+            )
+        elif (r.get("workload"), r.get("device")) not in judged:
+            lines.append(
+                f"❌ `{_s(r, 'workload')}` on **{_s(r, 'device')}**: {cells} "
+                f"**{_s(r, 'status')}** ({_s(r, 'error_class')}) at batch size "
+                f"{_s(r, 'batch_sizes')}: {_s(r, 'detail')}"
+            )
+    for r in t["crossover"]:
+        if r.get("kind") == "matmul size":
+            lines.append(
+                f"`{_s(r, 'workload')}` on **{_s(r, 'device')}** (matmul batch "
+                f"{_s(r, 'batch_size')}): matmul crossover {_s(r, 'finding')}"
+            )
+    return [_escape(line) for line in lines]
+
+
+def warning_counts(rows: Sequence[Row]) -> dict | None:
+    """How many measurements were flagged, by kind (the table is sorted by kind)."""
+    kinds = [_s(r, "kind") for r in rows]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
+    return {"n": len(kinds), "kinds": counts} if kinds else None
+
+
+def interval_kinds(*groups: Sequence[Row]) -> dict:
+    """The interval kinds the rows state (only these may be claimed)."""
+    keys = ("interval", "speedup_interval")
+    kinds = [_s(r, k) for rows in groups for r in rows for k in keys if _value(r.get(k))]
+    kinds = list(dict.fromkeys(kinds))
+    ci = any("CI" in k for k in kinds)
+    return {"kinds": "; ".join(kinds), "range": any("range" in k for k in kinds), "ci": ci}
+
+
+def _not_converged(rows: Sequence[Row]) -> list[str]:
+    return [
+        _escape(
+            f"`{_s(r, 'workload')}` on **{_s(r, 'device')}** at batch size "
+            f"{_s(r, 'batch_size')}: {_s(r, 'note')}"
+        )
+        for r in rows
+        if _flag(r.get("converged")) is False
+    ]
+
+
+def _counts_text(r: Row | None) -> str:
+    if r is None:
+        return "0 run records."
+    counts = _counted((r.get(k), k) for k in ("ok", "failed", "unavailable"))
+    return f"{_s(r, 'records')} run records: {counts}." if counts else "0 run records."
+
+
+def _links(paths: Iterable[Any] | None, output: Any, suffix: str | None = None) -> dict[str, str]:
+    """Relative links from the report, by file stem (``suffix`` replaces the paths')."""
+    paths = [Path(p).with_suffix(suffix) if suffix else Path(p) for p in paths or []]
+    return {p.stem: Path(os.path.relpath(p, Path(output).parent)).as_posix() for p in paths}
+
+
+def _tables(inputs: Mapping[str, Any], output: Any, suffix: str) -> dict[str, str]:
+    return _links([inputs[n] for n in PUBLISHED if inputs.get(n)], output, suffix)
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def load(inputs: Mapping[str, Any]) -> dict[str, list[Row]]:
+    """Every published table (and environments, skipped) as rows; absent ones empty."""
+    out = {}
+    for name in (*PUBLISHED, "environments", "skipped"):
+        rows = read_table(inputs[name]).to_dict("records") if inputs.get(name) else []
+        out[name] = [{k: _value(v) for k, v in row.items()} for row in rows]
+    return out
 
 
 @functools.lru_cache(maxsize=8)
 def _environment(loader_dir: Path) -> jinja2.Environment:
-    """One Jinja environment per template folder, so each template is compiled once
-    per process (it caches compiled templates, reloading a template that changed)."""
+    """One Jinja environment per template folder (templates compiled once a process)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(loader_dir)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters.update(num=fmt_num, bytes=fmt_bytes, speedup=fmt_speedup)
+        loader=jinja2.FileSystemLoader(str(loader_dir)), undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    )  # fmt: skip
+    env.filters.update(table=markdown, text=_t, bytes=bytes_text, list=_list, esc=_escape)
     return env
 
 
-def clean(value):
-    """CSV round trips turn ints into floats and None into NaN; undo both for display."""
-    if value is None:
-        return None
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if value.is_integer():
-            return int(value)
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
-        return clean(value.item())
-    return value
-
-
-def _records_of(frame: pd.DataFrame) -> list[dict]:
-    if frame.empty:
-        return []
-    return [
-        {k: clean(v) for k, v in row.items()} for row in frame.astype(object).to_dict("records")
-    ]
-
-
-def _clean_dict(values: dict) -> dict:
-    return {k: (v if isinstance(v, dict) else clean(v)) for k, v in values.items()}
-
-
-def _for_workload(frame: pd.DataFrame, workload: str) -> pd.DataFrame:
-    """Rows of one workload, without the columns only other workloads fill."""
-    if frame.empty:
-        return frame
-    return frame[frame["workload"] == workload].dropna(axis=1, how="all")
-
-
-def training_verdicts(summary: pd.DataFrame, baselines: Mapping[str, str | None]) -> list[str]:
-    """One sentence per non-baseline device and workload, computed from the summary."""
-    lines = []
-    if summary.empty or "speedup" not in summary:
-        return lines
-    for (workload, device), group in summary.groupby(["workload", "device"]):
-        baseline = baselines.get(workload)
-        if baseline is None or device == baseline or group["speedup"].isna().all():
-            continue
-        best = group.loc[group["speedup"].idxmax()]
-        worst = group.loc[group["speedup"].idxmin()]
-        word = "faster" if best["speedup"] >= 1 else "slower"
-        lines.append(
-            f"`{workload}` on `{device}`: at best {best['speedup']:.2f}x the `{baseline}` training "
-            f"throughput (batch size {int(best['batch_size'])}, {word}); at worst "
-            f"{worst['speedup']:.2f}x (batch size {int(worst['batch_size'])}). Medians of "
-            f"{int(group['repeats'].min())}–{int(group['repeats'].max())} repeats."
-        )
-    return lines
-
-
-def matmul_crossover(summary: pd.DataFrame, baseline: str | None) -> list[str]:
-    """Where each device overtakes the baseline in the matmul sweep (from the medians)."""
-    lines = []
-    if summary.empty or baseline is None or "speedup" not in summary:
-        return lines
-    for (device, batch), group in summary.groupby(["device", "batch_size"]):
-        if device == baseline:
-            continue
-        group = group.sort_values("n")
-        faster = group[group["speedup"] > 1]
-        if faster.empty:
-            lines.append(
-                f"`{device}` never beats `{baseline}` within n ≤ {int(group['n'].max())} (batch {int(batch)})."
-            )
-        else:
-            n0 = int(faster["n"].iloc[0])
-            lines.append(f"`{device}` first beats `{baseline}` at n = {n0} (batch {int(batch)}).")
-    return lines
-
-
-# The published tables each report shows, with the columns a reader needs.
-REPORT_TABLE_COLUMNS = {
-    "speedup": ["workload", "batch_size", "device", "n", "median", "ci_low", "ci_high", "speedup",
-                "speedup_ci_low", "speedup_ci_high", "verdict"],
-    "eval_speed": ["workload", "batch_size", "device", "n", "median", "speedup", "speedup_ci_low",
-                   "speedup_ci_high", "verdict"],
-    "stability": ["workload", "device", "cells", "attempts", "ok_cells", "failed_cells", "unavailable_cells",
-                  "failed_by_class", "epoch_time_cv", "slowest_to_fastest", "unstable", "note"],
-    "parity": ["workload", "device", "batch_size", "parity", "rule"],
-    "memory": ["workload", "device", "batch_size", "memory_initial_bytes", "memory_peak_bytes", "memory_method"],
-    "crossover": ["kind", "workload", "device", "batch_size", "crossover", "finding"],
-    "collapse": ["workload", "device", "batch_size", "evidence"],
-}  # fmt: skip
-
-
-def published_tables(paths, workload: str | None = None) -> dict[str, str]:
-    """Markdown of the analysis tables (optionally one workload's rows)."""
-    from . import stats
-
-    out = {}
-    for path in paths or []:
-        name = Path(path).stem
-        if name not in REPORT_TABLE_COLUMNS:
-            continue
-        frame = analysis.read_table(path)
-        if workload is not None and not frame.empty and "workload" in frame:
-            frame = frame[frame["workload"] == workload].drop(columns=["workload"])
-        columns = [c for c in REPORT_TABLE_COLUMNS[name] if c in frame.columns]
-        out[name] = stats.to_markdown(frame[columns]) if not frame.empty else ""
-    return out
-
-
-def figure_links(paths, output: str) -> dict[str, str]:
-    """Relative links from the report to each figure, so the Markdown renders on GitHub."""
-    return {Path(p).stem: os.path.relpath(p, Path(output).parent) for p in paths or []}
-
-
-def render_report(inputs: Mapping[str, str], output: str, baseline: str | None = None) -> str:
-    runs = analysis.read_table(inputs["runs"])
-    matmul = analysis.read_table(inputs["matmul"])
-    environments = analysis.read_table(inputs["environments"])
-    base = analysis.baseline_device(runs, baseline) if not runs.empty else None
-    # Each workload against its own CPU baseline unless the config names one.
-    throughput = analysis.throughput_summary(runs, baseline) if not runs.empty else pd.DataFrame()
-    mm = analysis.matmul_summary(matmul, base)
-    attention = analysis.cells_needing_attention(runs) if not runs.empty else pd.DataFrame()
-
-    workloads = []
-    for name in sorted(runs["workload"].unique()) if not runs.empty else []:
-        wl_runs = runs[runs["workload"] == name]
-        info = WORKLOADS.get(name)
-        workloads.append(
-            {
-                "name": name,
-                "kind": info.kind if info else "training",
-                "seed": info.seed if info else "?",
-                "counts": wl_runs["status"].value_counts().to_dict(),
-                "baseline": analysis.baseline_device(wl_runs, baseline),
-                "throughput": _records_of(throughput[throughput["workload"] == name])
-                if not throughput.empty
-                else [],
-                "memory_methods": sorted(set(wl_runs["memory_method"].dropna())),
-            }
-        )
-
-    reports = {}
-    for path in inputs.get("workload_reports") or []:
-        reports[Path(path).stem] = os.path.relpath(path, Path(output).parent)
-    for wl in workloads:
-        wl["report"] = reports.get(wl["name"])
-
-    template_path = Path(inputs.get("template") or TEMPLATES / "report.md.j2")
-    env = _environment(template_path.parent)
-    text = env.get_template(template_path.name).render(
-        baseline=base,
-        n_records=len(runs),
-        status_counts=runs["status"].value_counts().to_dict() if not runs.empty else {},
-        workloads=workloads,
-        verdicts=training_verdicts(throughput, {wl["name"]: wl["baseline"] for wl in workloads}),
-        matmul=_records_of(mm),
-        matmul_devices=sorted(mm["device"].unique()) if not mm.empty else [],
-        crossover=matmul_crossover(mm, base),
-        attention=_records_of(attention),
-        environments=_records_of(environments),
-        commits=sorted(set(runs["git_commit"].dropna())) if not runs.empty else [],
-        skipped=_records_of(analysis.read_table(inputs["skipped"]))
-        if inputs.get("skipped")
-        else [],
-        tables=published_tables(inputs.get("analysis")),
-        table_links={
-            Path(p).stem: os.path.relpath(Path(p).with_suffix(".md"), Path(output).parent)
-            for p in inputs.get("analysis") or []
-        },
-        figures=figure_links(inputs.get("figures"), output),
-    )
+def _write(template: Any, default: str, output: Any, context: Mapping) -> str:
+    template = Path(template or TEMPLATES / default)
+    text = _environment(template.parent).get_template(template.name).render(**context)
     atomic_write_text(output, text)
     return text
 
 
-# ----------------------------------------------------------------------------- workload reports
+def _workload_sections(t: Mapping[str, list[Row]], reports: Mapping[str, str]) -> list[dict]:
+    sections = []
+    for r in t["overview"]:
+        name = _s(r, "workload")
+        if name == ALL:
+            continue
+        low, high = _s(r, "repeats_min"), _s(r, "repeats_max")
+        info = WORKLOADS.get(name)
+        sections.append({
+            "name": name, "seed": info.seed if info else "?", "kind": _s(r, "kind"),
+            "baseline": _s(r, "baseline"), "devices": _list(r.get("devices")),
+            "counts": _counts_text(r), "repeats": low if low == high else f"{low}–{high}",
+            "report": reports.get(name), "matmul": table(_of(t["matmul_summary"], name), MATMUL),
+        })  # fmt: skip
+    return sections
 
-CHECK_WORDS = {
-    "placement": "model, batch tensors and optimizer state on the device",
-    "autocast": "autocast active as requested",
-    "fallback": "no CPU fallback",
-}
 
-
-def _all_true(series: pd.Series) -> bool:
-    values = series.dropna()
-    return bool(len(values)) and bool(
-        values.astype(str).str.lower().isin(["true", "1", "1.0"]).all()
-    )
-
-
-def device_checks(ok_runs: pd.DataFrame) -> dict:
-    """Verification facts of a device's ok runs, each a (passed, detail) pair."""
-    n = len(ok_runs)
-    requested = ok_runs["autocast_requested"].astype(str).str.lower().isin(["true", "1", "1.0"])
-    active = ok_runs["autocast_active"].astype(str).str.lower().isin(["true", "1", "1.0"])
-    fallback = ok_runs["cpu_fallback_ops"].fillna("").astype(str)
-    placed = ok_runs["all_on_device"].astype(str).str.lower().isin(["true", "1", "1.0"])
+def _shared(t: Mapping[str, list[Row]], inputs: Mapping, output: Any, first: list) -> dict:
+    """What both reports render (``first``: leading columns, the index's workload)."""
     return {
-        "placement": (bool(placed.all()), f"{int(placed.sum())}/{n} runs"),
-        "autocast": (
-            bool((requested == active).all()),
-            f"requested in {int(requested.sum())}/{n} runs, active in {int(active.sum())}/{n}",
-        ),
-        "fallback": (
-            bool((fallback == "").all()),
-            ", ".join(sorted({op for ops in fallback for op in ops.split(";") if op}))
-            or "none seen",
-        ),
+        "stability": table(t["stability"], first + STABILITY),
+        "parity": table(t["parity"], first + PARITY),
+        "repeats": table(t["repeats"], first + REPEATS),
+        "warning": warning_counts(t["warnings"]),
+        "not_converged": _not_converged(t["repeats"]),
+        "quality": table(t["warnings"], WARNINGS),
+        "attention": table(t["attention"], ATTENTION),
+        "figures": _links(inputs.get("figures"), output),
+        "tables_md": _tables(inputs, output, ".md"),
     }
 
 
-def device_verdicts(
-    runs: pd.DataFrame, throughput: pd.DataFrame, baseline: str | None
-) -> list[dict]:
-    """One computed verdict per device of a workload."""
-    verdicts = []
-    for device, group in runs.groupby("device", sort=True):
-        ok = group[group["status"] == "ok"]
-        failed = group[group["status"] == "failed"]
-        unavailable = group[group["status"] == "unavailable"]
-        entry = {"device": device, "symbol": "", "text": ""}
-        if ok.empty and not unavailable.empty and failed.empty:
-            reason = (
-                unavailable["reason"].dropna().iloc[0]
-                if unavailable["reason"].notna().any()
-                else "?"
-            )
-            entry.update(symbol="⚪", text=f"not measured on this machine: unavailable ({reason}).")
-            verdicts.append(entry)
-            continue
-        parts = []
-        if not failed.empty:
-            classes = ", ".join(
-                f"{c} ×{k}" for c, k in failed["error_class"].value_counts().items()
-            )
-            parts.append(f"{len(failed)} of {len(group)} cells failed ({classes})")
-        checks = device_checks(ok) if not ok.empty else {}
-        failed_checks = [CHECK_WORDS[k] for k, (passed, _) in checks.items() if not passed]
-        speed = (
-            throughput[throughput["device"] == device] if not throughput.empty else pd.DataFrame()
-        )
-        speedup = (
-            speed["speedup"].median() if not speed.empty and "speedup" in speed else float("nan")
-        )
-        if device == baseline:
-            symbol = "❌" if not failed.empty else "✅"
-            parts.insert(0, f"the baseline: {len(ok)} ok run(s)")
-        elif ok.empty:
-            symbol = "❌"
-        elif failed_checks:
-            symbol = "⚠️"
-            parts.append("verification failed: " + "; ".join(failed_checks))
-        elif math.isnan(speedup):
-            symbol = "⚠️"
-            parts.append(
-                "every verification check passed, but no baseline to compare the speed with"
-            )
-        elif speedup > 1 and failed.empty:
-            symbol = "✅"
-            parts.insert(
-                0,
-                f"working: every verification check passed in all {len(ok)} ok runs and "
-                f"training runs at {speedup:.2f}x the `{baseline}` throughput (median over batch sizes)",
-            )
-        else:
-            symbol = "⚠️"
-            parts.append(
-                f"every verification check passed; training runs at {speedup:.2f}x the `{baseline}` throughput"
-            )
-        entry.update(symbol=symbol, text="; ".join(parts) + ".")
-        verdicts.append(entry)
-    return verdicts
+def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
+    """The index report (results/report.md) from the published tables in ``inputs``."""
+    t = load(inputs)
+    total = next((r for r in t["overview"] if r.get("workload") == ALL), None)
+    commits = [c for c in _s(total or {}, "commits").split(";") if c and c != MISSING]
+    context = {
+        **_shared(t, inputs, output, WORKLOAD),
+        "records_line": _counts_text(total),
+        "code": f" Code: {', '.join(f'`{c}`' for c in commits)}." if commits else "",
+        "skipped": [{k: _escape(_t(v)) for k, v in r.items()} for r in t["skipped"]],
+        "verdicts": verdict_lines(t),
+        "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s")),
+        "intervals": interval_kinds(t["speedup"]),
+        "crossover": table(t["crossover"], CROSSOVER),
+        "collapse": table(t["collapse"], COLLAPSE),
+        "workloads": _workload_sections(t, _links(inputs.get("workload_reports"), output)),
+        "tables_csv": _tables(inputs, output, ".csv"),
+        "environments": table(t["environments"], ENVIRONMENT),
+    }
+    return _write(inputs.get("template"), "report.md.j2", output, context)
+
+
+class _Text(dict):
+    """Cell texts by column; a column the table lacks reads as missing."""
+
+    def __missing__(self, key: str) -> str:
+        return MISSING
+
+
+def _checklist(r: Row) -> _Text:
+    """One device's verification facts and configuration as text."""
+    text = _Text({k: _escape(_t(v)) for k, v in r.items()})
+    for check in ("placement", "autocast", "fallback"):
+        text[f"{check}_box"] = "x" if _flag(r.get(f"{check}_pass")) else " "
+    parameters = _value(r.get("parameters"))
+    text.update(
+        parameters_text=MISSING if parameters is None else f"{int(parameters):,}",
+        batch_sizes=_list(r.get("batch_sizes")),
+        effective_batch_sizes=_list(r.get("effective_batch_sizes")),
+        learning_rate=compact(r.get("learning_rate")),
+        memory_initial=bytes_text(r.get("memory_initial_bytes")),
+        memory_peak=bytes_text(r.get("memory_peak_bytes")),
+        grad_scaler="yes" if _flag(r.get("grad_scaler")) else "",
+        amp=_s(r, "autocast_dtype") if _value(r.get("autocast_dtype")) else "off",
+    )
+    return text
 
 
 def render_workload_report(
-    workload: str, inputs: Mapping[str, str], output: str, baseline: str | None = None
+    workload: str, inputs: Mapping[str, Any], output: str | os.PathLike
 ) -> str:
-    runs_all = analysis.read_table(inputs["runs"])
-    runs = runs_all[runs_all["workload"] == workload] if not runs_all.empty else runs_all
-    epochs = _for_workload(analysis.read_table(inputs["epochs"]), workload)
-    per_label = _for_workload(analysis.read_table(inputs["per_label_runs"]), workload)
-    environments = analysis.read_table(inputs["environments"])
-    base = analysis.baseline_device(runs, baseline) if not runs.empty else None
-    throughput = analysis.throughput_summary(runs, base) if not runs.empty else pd.DataFrame()
-    ok = runs[runs["status"] == "ok"] if not runs.empty else runs
-
-    checklists = []
-    for device, group in ok.groupby("device", sort=True):
-        first = group.iloc[0]
-        checks = device_checks(group)
-        checklists.append(
-            _clean_dict(
-                {
-                    "device": device,
-                    "label": ", ".join(sorted(set(group["device_label"]))),
-                    "runs": len(group),
-                    "parameters": first["placement_parameters"],
-                    "batch": first["placement_batch"],
-                    "optimizer_state": first["placement_optimizer_state"],
-                    "checks": {
-                        k: {"passed": v[0], "detail": v[1], "words": CHECK_WORDS[k]}
-                        for k, v in checks.items()
-                    },
-                    "memory_initial": group["memory_initial_bytes"].median(),
-                    "memory_peak": group["memory_peak_bytes"].median(),
-                    "memory_method": first["memory_method"],
-                    "autocast_dtype": first["autocast_dtype"],
-                    "autocast_output_dtype": first["autocast_output_dtype"],
-                    "device_name": first["device_name"],
-                    "torch": first["torch_version"],
-                    "threads": group["torch_threads"].iloc[0],
-                }
-            )
-        )
-
-    epoch_table, epoch_metric_columns = [], []
-    if not epochs.empty:
-        metric_cols = [
-            c
-            for c in epochs.columns
-            if c.startswith("eval_")
-            and c not in ("eval_seconds", "eval_samples_per_s", "eval_samples")
-        ]
-        epoch_metric_columns = [c for c in metric_cols if c != "eval_loss"][:6]
-        grouped = epochs.groupby(["device", "batch_size", "epoch"])
-        epoch_table = _records_of(
-            grouped.agg(
-                repeats=("rep", "count"),
-                train_loss=("train_loss", "median"),
-                timed_seconds=("timed_seconds", "median"),
-                samples_per_s=("samples_per_s", "median"),
-                eval_seconds=("eval_seconds", "median"),
-                **{c: (c, "median") for c in metric_cols},
-            ).reset_index()
-        )
-    label_table = []
-    if not per_label.empty:
-        grouped = per_label.groupby(["device", "batch_size", "label"], sort=False)
-        labels = grouped.agg(
-            repeats=("rep", "count"),
-            precision=("precision", "median"),
-            recall=("recall", "median"),
-            f1=("f1", "median"),
-            accuracy=("accuracy", "median"),
-            support=("support", "median"),
-        ).reset_index()
-        if base is not None:
-            ref = labels[labels["device"] == base][["batch_size", "label", "f1"]].rename(
-                columns={"f1": "_base_f1"}
-            )
-            labels = labels.merge(ref, on=["batch_size", "label"], how="left")
-            labels["f1_vs_baseline"] = labels["f1"] - labels["_base_f1"]
-            labels = labels.drop(columns=["_base_f1"])
-        label_table = _records_of(labels)
-
-    configuration = []
-    if not ok.empty:
-        for device, group in ok.groupby("device", sort=True):
-            first = group.iloc[0]
-            configuration.append(
-                _clean_dict(
-                    {
-                        "device": device,
-                        "model": first["model_name"],
-                        "parameters": first["parameters"],
-                        "batch_sizes": ", ".join(map(str, sorted(set(group["batch_size"])))),
-                        "accumulation": first["gradient_accumulation"],
-                        "effective": ", ".join(
-                            map(
-                                str, sorted(set(group["effective_batch_size"].dropna().astype(int)))
-                            )
-                        ),
-                        "lr": first["learning_rate"],
-                        "optimizer": first["optimizer"],
-                        "epochs": first["epochs"],
-                        "max_length": first["max_length"],
-                        "amp": first["autocast_dtype"] or "off",
-                        "scaler": first["grad_scaler"],
-                        "threads": first["torch_threads"],
-                    }
-                )
-            )
-    env_rows = (
-        _records_of(environments[environments["device"].isin(set(runs["device"]))])
-        if not environments.empty and not runs.empty
-        else []
-    )
-
-    template_path = Path(inputs.get("template") or TEMPLATES / "workload_report.md.j2")
-    env = _environment(template_path.parent)
+    """One training workload's verification report (seed-000 form) from the tables."""
+    every = load(inputs)
+    t = {name: _of(rows, workload) for name, rows in every.items()}
+    overview = next(iter(t["overview"]), None)
+    devices = {_s(r, "device") for name in ("verification", "speedup", "verdicts") for r in t[name]}
+    environments = [
+        r
+        for r in every["environments"]
+        if any(_s(r, "device") == d or _s(r, "device").startswith(d + "@") for d in devices)
+    ]
     info = WORKLOADS.get(workload)
-    text = env.get_template(template_path.name).render(
-        workload=workload,
-        seed=info.seed if info else "?",
-        baseline=base,
-        counts=runs["status"].value_counts().to_dict() if not runs.empty else {},
-        verdicts=device_verdicts(runs, throughput, base) if not runs.empty else [],
-        throughput=_records_of(throughput),
-        checklists=checklists,
-        epochs=epoch_table,
-        epoch_metrics=epoch_metric_columns,
-        labels=label_table,
-        aggregates=_records_of(
-            ok.groupby(["device", "batch_size"])
-            .agg(
-                repeats=("rep", "count"),
-                best_metric=("best_metric", "median"),
-                micro_f1=("micro_f1", "median"),
-                macro_f1=("macro_f1", "median"),
-                best_epoch=("best_epoch", "median"),
-            )
-            .reset_index()
-        )
-        if not ok.empty
-        else [],
-        primary_metric=ok["primary_metric"].iloc[0] if not ok.empty else None,
-        configuration=configuration,
-        attention=_records_of(analysis.cells_needing_attention(runs)) if not runs.empty else [],
-        environments=env_rows,
-        tables=published_tables(inputs.get("analysis"), workload),
-        figures=figure_links(inputs.get("figures"), output),
-    )
-    atomic_write_text(output, text)
-    return text
+    context = {
+        **_shared(t, inputs, output, []),
+        "workload": workload,
+        "seed": info.seed if info else "?",
+        "baseline": _t((overview or {}).get("baseline")),
+        "records_line": _counts_text(overview),
+        "verdicts": [_escape(_verdict_line(r, False)) for r in t["verdicts"]],
+        "speed": table(t["speedup"], speed_columns("samples/s")),
+        "intervals": interval_kinds(t["speedup"], t["eval_speed"]),
+        "eval_speed": table(t["eval_speed"], speed_columns("eval samples/s")),
+        "checklists": [_checklist(r) for r in t["verification"]],
+        "epochs": table(t["epoch_summary"], epoch_columns(t["epoch_summary"])),
+        "labels": table(t["per_label"], LABELS),
+        "task": table(t["task"], TASK),
+        "memory": table(t["memory"], MEMORY),
+        "environments": table(environments, ENVIRONMENT),
+        "missing": MISSING,
+    }
+    template = inputs.get("workload_template") or inputs.get("template")
+    return _write(template, "workload_report.md.j2", output, context)

@@ -1,0 +1,64 @@
+"""Figures that compute nothing: each family renders published tables of the statistics
+layer (``trainbench.stats``, docs/statistics.md) and, as dots, raw per-run values of
+the record tables. No statistic is computed here (no median, interval, quantile or
+aggregation), so a figure and a table never disagree.
+
+``FIGURES[name](tables, out_path, **style)`` writes one figure: ``tables`` maps table
+names to frames -- published (speedup, eval_speed, stability, per_label, memory,
+crossover, epoch_summary, matmul_summary, verification, ...) and record (runs,
+epochs, matmul). A missing or empty table gives a small figure saying there is nothing
+to draw, never an exception. Style keywords: ``dpi`` (110), ``font_scale`` (1.0),
+``title``. PNG by default, SVG or PDF by suffix; the same input gives the same bytes.
+
+=============  ========================================================================
+throughput     speedup (median, low, high, interval) + runs (samples_per_s dots)
+speedup        speedup (speedup, speedup_low/high, speedup_interval, verdict, baseline)
+epoch_time     epochs (timed_seconds of full epochs, dots) + epoch_summary (median tick)
+loss           epoch_summary (train_loss, train_loss_min/max, n)
+per_label      per_label (f1, support, f1_minus_baseline)
+matmul         matmul_summary (gflops, gflops_low/high, interval) + crossover + matmul
+memory         memory (memory_peak/initial_bytes, peak_fraction_of_limit, memory_method)
+=============  ========================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+import pandas as pd
+
+from ..published import FIGURE_NAMES
+from .epoch_time import epoch_time_figure
+from .loss import loss_figure
+from .matmul import matmul_figure
+from .memory import memory_figure
+from .per_label import per_label_figure
+from .speedup import speedup_figure
+from .style import device_color, device_order
+from .throughput import throughput_figure
+
+__all__ = [
+    "FIGURES",
+    "FIGURE_NAMES",
+    "device_color",
+    "device_order",
+    "epoch_time_figure",
+    "loss_figure",
+    "matmul_figure",
+    "memory_figure",
+    "per_label_figure",
+    "speedup_figure",
+    "throughput_figure",
+]
+
+
+FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], None]] = {
+    "throughput": throughput_figure,
+    "speedup": speedup_figure,
+    "epoch_time": epoch_time_figure,
+    "loss": loss_figure,
+    "per_label": per_label_figure,
+    "matmul": matmul_figure,
+    "memory": memory_figure,
+}
