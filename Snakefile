@@ -23,6 +23,7 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         "results/report.md",
 

@@ -1,5 +1,5 @@
 rule aggregate:
-    """Records -> tables. Reads only metrics.json files; nothing is typed in."""
+    """Records -> record tables: facts copied out of metrics.json files, nothing typed in."""
     input:
         records=run_records(),
         included=included_records(),
@@ -18,3 +18,29 @@ rule aggregate:
         skip_invalid=config["aggregate"]["skip_invalid_records"],
     script:
         "../scripts/aggregate.py"
+
+
+rule statistics:
+    """Record tables -> every published statistic, computed once (trainbench.stats):
+    speedup and eval speed with intervals honest for n and verdicts from them,
+    stability and noise flags, repeats, parity, memory, crossover, verdicts, warnings.
+    """
+    input:
+        runs="results/tables/runs.csv",
+        epochs="results/tables/epochs.csv",
+        per_label_runs="results/tables/per_label_runs.csv",
+        matmul="results/tables/matmul.csv",
+    output:
+        tables=expand(
+            "results/tables/{name}.{ext}", name=PUBLISHED_TABLES, ext=("csv", "md")
+        ),
+    log:
+        "results/logs/statistics.log",
+    conda:
+        "../envs/trainbench.yaml"
+    params:
+        devices=DEVICE_ORDER,
+        baseline=config["report"]["baseline_device"],
+        repeats=REPEATS,
+    script:
+        "../scripts/compute_statistics.py"

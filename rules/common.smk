@@ -1,3 +1,4 @@
+import json
 import sys
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
 from trainbench import config as tbconfig  # noqa: E402
-from trainbench.analysis import ANALYSIS_TABLES  # noqa: E402
+from trainbench.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
 from trainbench.workloads import info as workload_info  # noqa: E402
 
 try:
@@ -17,24 +18,20 @@ except tbconfig.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 
-FIGURE_NAMES = [
-    "throughput",
-    "speedup",
-    "epoch_time",
-    "loss",
-    "per_label",
-    "matmul",
-    "memory",
-]
-
 # Paths inside the workflow's own tree (not the working directory).
 TEMPLATES = Path(workflow.basedir) / "scripts" / "trainbench" / "templates"
 
-CELLS = tbconfig.expand_matrix(config)
+CELLS = tbconfig.expand_matrix(config)  # every cell's first `repeats.min` repeats
 WORKLOADS = tbconfig.enabled_workloads(config)
 # Training workloads get a verification report of their own (seed-000 form).
 REPORTED_WORKLOADS = [w for w in WORKLOADS if workload_info(w).kind == "training"]
 DEVICE_IDS = list(tbconfig.iter_device_ids(config))
+REPEATS = {w: tbconfig.repeat_settings(config, w) for w in WORKLOADS}
+# Each workload's devices in the config's order: the first is the default baseline.
+DEVICE_ORDER = {w: tbconfig.workload_devices(config, w) for w in WORKLOADS}
+# Cells run in rounds: repeat k of every device before repeat k + 1 of any, so slow
+# drift of the machine spreads evenly over devices (higher priority runs first).
+TOP_PRIORITY = 1 + max((r["max"] for r in REPEATS.values()), default=1)
 
 
 wildcard_constraints:
@@ -44,13 +41,40 @@ wildcard_constraints:
     rep=r"\d+",
 
 
+def record_path(cell):
+    return f"results/runs/{cell.relpath}/metrics.json"
+
+
+def planned_cells(workload, below=None):
+    """The workload's cells with repeat < ``below`` (default: every repeat it gets):
+    the first `repeats.min` of every cell, then each adaptive round's plan. Asking
+    for a round's plan makes Snakemake run the checkpoint `plan_round` first."""
+    settings = REPEATS[workload]
+    stop = settings["max"] if below is None else int(below)
+    cells = [c for c in CELLS if c.workload == workload and c.rep < stop]
+    for rep in range(settings["min"], stop):
+        plan = Path(checkpoints.plan_round.get(workload=workload, rep=rep).output[0])
+        planned = json.loads(plan.read_text())["cells"]
+        if not planned:
+            break
+        cells += [tbconfig.Cell(workload, d, int(bs), rep) for d, bs in planned]
+    return cells
+
+
 def run_records(workload=None):
-    """metrics.json of every cell of the matrix (or of one workload)."""
+    """metrics.json of every cell of the matrix (or of one workload), adaptive
+    rounds included."""
     return [
-        f"results/runs/{cell.relpath}/metrics.json"
-        for cell in CELLS
-        if workload is None or cell.workload == workload
+        record_path(cell)
+        for w in WORKLOADS
+        if workload is None or w == workload
+        for cell in planned_cells(w)
     ]
+
+
+def round_inputs(wildcards):
+    """What a round's plan is decided from: every record of the workload so far."""
+    return [record_path(c) for c in planned_cells(wildcards.workload, wildcards.rep)]
 
 
 def data_dir(workload):
@@ -64,22 +88,40 @@ def data_input(wildcards):
     return []
 
 
-def run_spec(wildcards):
+def data_settings(wildcards):
+    """Only the workload keys that shape its data set (a new batch size or repeat
+    count must not rebuild the data and so rerun every finished cell)."""
+    settings = config["workloads"][wildcards.workload]
+    keys = workload_info(wildcards.workload).data_keys
+    return {k: settings[k] for k in keys if k in settings}
+
+
+def _cell(wildcards):
     cell = tbconfig.Cell(
         wildcards.workload,
         wildcards.device,
         int(wildcards.batch_size),
         int(wildcards.rep),
     )
-    if cell not in CELLS:
+    first = tbconfig.Cell(cell.workload, cell.device, cell.batch_size, 0)
+    if first not in CELLS or cell.rep >= REPEATS[cell.workload]["max"]:
         raise WorkflowError(
             f"{cell.relpath} is not a cell of this config's matrix; "
             "check workloads.<name>.batch_sizes, devices and repeats"
         )
+    return cell
+
+
+def run_spec(wildcards):
+    cell = _cell(wildcards)
     path = (
         data_dir(cell.workload) if workload_info(cell.workload).prepares_data else None
     )
     return tbconfig.cell_spec(config, cell, data_path=path, include_launcher=False)
+
+
+def cell_priority(wildcards):
+    return TOP_PRIORITY - int(wildcards.rep)
 
 
 def on_cluster():

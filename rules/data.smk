@@ -4,10 +4,12 @@ rule prepare_data:
         "results/data/{workload}/meta.json",
     log:
         "results/logs/data/{workload}.log",
+    # Data first: every cell of the workload waits for it.
+    priority: TOP_PRIORITY + 1
     conda:
         "../envs/trainbench.yaml"
     params:
-        settings=lambda wildcards: config["workloads"][wildcards.workload],
+        settings=data_settings,
         seed=config["seed"],
     script:
         "../scripts/prepare_data.py"

@@ -8,6 +8,8 @@ rule run_cell:
         "results/logs/runs/{workload}/{device}/bs{batch_size}/rep{rep}.log",
     benchmark:
         "results/benchmarks/runs/{workload}/{device}/bs{batch_size}/rep{rep}.tsv"
+    # Repeat k of every device before repeat k + 1 of any (interleaved rounds).
+    priority: cell_priority
     conda:
         "../envs/trainbench.yaml"
     threads: cell_threads
@@ -22,3 +24,24 @@ rule run_cell:
         spec=run_spec,
     script:
         "../scripts/run_cell.py"
+
+
+checkpoint plan_round:
+    """Adaptive repeats: after the rounds so far, which cells of a workload get
+    repeat `rep` — those whose speedup interval is still wider than
+    repeats.target_ci_halfwidth, and their baseline (docs/statistics.md)."""
+    input:
+        round_inputs,
+    output:
+        "results/rounds/{workload}/rep{rep}.json",
+    log:
+        "results/logs/rounds/{workload}/rep{rep}.log",
+    priority: TOP_PRIORITY + 1
+    conda:
+        "../envs/trainbench.yaml"
+    params:
+        devices=lambda wildcards: DEVICE_ORDER[wildcards.workload],
+        baseline=config["report"]["baseline_device"],
+        settings=lambda wildcards: REPEATS[wildcards.workload],
+    script:
+        "../scripts/plan_round.py"

@@ -1,8 +1,9 @@
-"""Snakemake entry: read every record (this run's and any included folders') and write the tables."""
+"""Snakemake entry: read every record (this run's and any included folders') and
+write the record tables."""
 
 import logging
 
-from trainbench.analysis import write_tables
+from trainbench.aggregate import write_tables
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 paths = list(snakemake.input.records) + list(snakemake.input.included)

@@ -1,20 +1,32 @@
 """Snakemake entry: each training workload's verification report, then the index
-report results/report.md that links them, all from the tables."""
+report results/report.md that links them, all rendered from the published tables."""
 
 import logging
+from pathlib import Path
 
 from trainbench.report import render_report, render_workload_report
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
-inputs = dict(snakemake.input.items())
-baseline = snakemake.params.baseline
+inputs = {Path(path).stem: path for path in snakemake.input.tables}
+inputs.update(
+    environments=snakemake.input.environments,
+    skipped=snakemake.input.skipped,
+    figures=list(snakemake.input.figures),
+)
 for workload, path in zip(
     snakemake.params.workloads, snakemake.output.workload_reports, strict=True
 ):
     render_workload_report(
-        workload, {**inputs, "template": inputs["workload_template"]}, path, baseline=baseline
+        workload, {**inputs, "template": snakemake.input.workload_template}, path
     )
     logging.info("wrote %s", path)
 index = snakemake.output.index
-render_report({**inputs, "workload_reports": snakemake.output.workload_reports}, index, baseline)
+render_report(
+    {
+        **inputs,
+        "template": snakemake.input.template,
+        "workload_reports": list(snakemake.output.workload_reports),
+    },
+    index,
+)
 logging.info("wrote %s", index)

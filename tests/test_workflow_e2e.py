@@ -18,7 +18,7 @@ import sys
 import pytest
 from helpers import backend_available, copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
-from trainbench.report import fmt_num
+from trainbench.tables import sig
 
 pytestmark = pytest.mark.e2e
 
@@ -124,17 +124,19 @@ def test_tiny_matrix_end_to_end(workflow):
     report = (workflow / TARGET).read_text()
     assert "image_cnn" in report and "matmul" in report
     assert "unavailable" in report
-    cnn_rows = table_rows(section(report, "`image_cnn` (seed 002)"))
-    cpu_row = next((r for r in cnn_rows if r[:2] == ["cpu", "32"]), None)
+    speed_rows = table_rows(section(report, "Speedup"))
+    cpu_row = next((r for r in speed_rows if r[:3] == ["image_cnn", "cpu", "32"]), None)
     assert cpu_row is not None, report
-    assert fmt_num(cpu_rate) in cpu_row  # the median of one repeat is the record's number
+    assert sig(cpu_rate) in cpu_row  # the median of one repeat is the record's number
+    assert "range of 1 run" in " ".join(cpu_row) and "95%" not in section(report, "Speedup")
     matmul_rows = table_rows(section(report, "`matmul` (seed 004)"))
     assert [r[0] for r in matmul_rows if r[0].isdigit()] == ["16", "32"]
     attention = table_rows(section(report, "Failed and unavailable cells"))
     for (workload, device), record in records.items():
         if record["status"] == "unavailable":
+            # one line per unavailable device, naming every workload it affects
             assert any(
-                r[:3] == [workload, device, "unavailable"] and record["reason"] in r[-1]
+                r[1:3] == [device, "unavailable"] and workload in r[0] and record["reason"] in r[-1]
                 for r in attention
             ), (workload, device, attention)
 
@@ -185,6 +187,37 @@ def test_crashing_cell_is_a_failed_record_not_a_failed_workflow(workflow):
     assert failed[0][3] == "signal"
     assert "SIGABRT" in failed[0][-1]
     assert "**failed** (signal)" in section(report, "Verdicts")
+
+
+@pytest.fixture
+def cpu_hog():
+    """Another program burning a core while the workflow runs (not a descendant of
+    any cell: a sibling of Snakemake, as a user's browser or build would be)."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_cpu_hog_during_a_cell_marks_it_disturbed_and_the_report_warns(workflow, cpu_hog):
+    config = tiny_config(devices=["cpu"])
+    config["workloads"] = {"image_cnn": config["workloads"]["image_cnn"]}
+    write_config(workflow / "config.yaml", config)
+
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=240)
+    assert proc.returncode == 0, output_of(proc)[-6000:]
+
+    record = read_record(workflow / "results/runs/image_cnn/cpu/bs32/rep0/metrics.json")
+    host = record["result"]["host"]
+    assert host["disturbed"] is True, host
+    assert host["other_cpu_cores"] >= 0.5
+    report = (workflow / TARGET).read_text()
+    first_lines = "\n".join(report.splitlines()[:6])
+    assert "⚠️" in first_lines and "disturbed" in first_lines, first_lines
+    warnings = table_rows(section(report, "Measurement quality"))
+    assert any(r[:3] == ["disturbed", "image_cnn", "cpu"] for r in warnings), warnings
+    speed = table_rows(section(report, "Speedup"))
+    assert any(r[:3] == ["image_cnn", "cpu", "32"] and "1 disturbed" in " ".join(r) for r in speed)
 
 
 BAD_CONFIGS = {

@@ -197,6 +197,7 @@ def semantic_problems(config: dict) -> list[str]:
                 f"compilation stays out of the timed steps. Fix: set warmup_steps to "
                 f"{MIN_COMPILE_WARMUP_STEPS} or more."
             )
+    problems += _repeat_problems(config)
     faults = config.get("fault_injection") or []
     if faults and not (config["launcher"]["allow_fault_injection"] or _faults_allowed_by_env()):
         problems.append(
@@ -207,6 +208,28 @@ def semantic_problems(config: dict) -> list[str]:
         if fault["workload"] not in config["workloads"]:
             problems.append(
                 f"`fault_injection[{i}].workload` {fault['workload']!r} is not a workload."
+            )
+    return problems
+
+
+def _repeat_problems(config: dict) -> list[str]:
+    places = [("repeats", config.get("repeats"))] + [
+        (f"workloads.{name}.repeats", wl.get("repeats")) for name, wl in config["workloads"].items()
+    ]
+    problems = []
+    for key, value in places:
+        if not isinstance(value, dict):
+            continue
+        low, high = value["min"], value.get("max", value["min"])
+        if high < low:
+            problems.append(
+                f"`{key}.max` is {high}, below `{key}.min` {low}. Fix: make max at least min."
+            )
+        elif high > low and value.get("target_ci_halfwidth") is None:
+            problems.append(
+                f"`{key}` asks for up to {high} repeats but sets no `target_ci_halfwidth`, "
+                "so nothing would decide when to stop. Fix: add target_ci_halfwidth "
+                "(e.g. 0.03) or set max equal to min."
             )
     return problems
 
@@ -332,15 +355,38 @@ def batch_sizes_for(config: dict, workload: str, variant: DeviceVariant) -> list
     return [config["device_settings"][variant.backend]["default_batch_size"]]
 
 
-def expand_matrix(config: dict) -> list[Cell]:
+def repeat_settings(config: dict, workload: str) -> dict:
+    """``{"min", "max", "target_ci_halfwidth"}`` of a workload: its own ``repeats`` or
+    the top-level one; a plain number N means min = max = N (no adaptive rounds)."""
+    value = config["workloads"][workload].get("repeats") or config["repeats"]
+    if isinstance(value, int):
+        return {"min": value, "max": value, "target_ci_halfwidth": None}
+    low = int(value["min"])
+    return {
+        "min": low,
+        "max": int(value.get("max") or low),
+        "target_ci_halfwidth": value.get("target_ci_halfwidth"),
+    }
+
+
+def expand_matrix(config: dict, reps: str = "min") -> list[Cell]:
+    """Every cell of the matrix: the first ``min`` repeats of each (``reps="min"``:
+    the cells every run has), or every repeat a cell may get (``reps="max"``)."""
     cells = []
     for workload in enabled_workloads(config):
         wl = config["workloads"][workload]
+        count = repeat_settings(config, workload)[reps]
         for variant in device_variants(config, wl.get("devices"), workload):
             for bs in batch_sizes_for(config, workload, variant):
-                for rep in range(wl.get("repeats") or config["repeats"]):
+                for rep in range(count):
                     cells.append(Cell(workload, variant.id, bs, rep))
     return sorted(cells)
+
+
+def workload_devices(config: dict, workload: str) -> list[str]:
+    """The workload's device ids in the config's order (the first is the default baseline)."""
+    wl = config["workloads"][workload]
+    return [v.id for v in device_variants(config, wl.get("devices"), workload)]
 
 
 def iter_device_ids(config: dict) -> Iterator[str]:
@@ -439,6 +485,7 @@ def cell_spec(
         "workload_settings": workload_settings,
         "seed": config["seed"],
         "run_seed": config["seed"] + cell.rep,
+        "timing": copy.deepcopy(config["timing"]),
         "data_path": data_path,
         "faults": faults_for(config, cell),
     }

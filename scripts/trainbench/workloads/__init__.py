@@ -16,16 +16,29 @@ class WorkloadInfo:
     kind: str  # "training" or "microbenchmark"
     prepares_data: bool
     seed: str  # the seed document it reproduces
+    # The workload keys its prepare_data reads: only they rebuild the data artifact
+    # (and so rerun the cells); batch sizes, repeats, devices or timeouts never do.
+    data_keys: tuple[str, ...] = ()
 
 
 WORKLOADS: dict[str, WorkloadInfo] = {
-    "image_cnn": WorkloadInfo("trainbench.workloads.image_cnn", "training", True, "002"),
+    "image_cnn": WorkloadInfo("trainbench.workloads.image_cnn", "training", True, "002", ("data",)),
     "matmul": WorkloadInfo("trainbench.workloads.matmul", "microbenchmark", False, "004"),
     "text_multilabel": WorkloadInfo(
-        "trainbench.workloads.text_multilabel", "training", True, "000"
+        "trainbench.workloads.text_multilabel",
+        "training",
+        True,
+        "000",
+        ("data", "model", "tokenizer", "max_length"),
     ),
-    "two_tower": WorkloadInfo("trainbench.workloads.two_tower", "training", True, "003"),
-    "clip": WorkloadInfo("trainbench.workloads.clip", "training", True, "004"),
+    "two_tower": WorkloadInfo(
+        "trainbench.workloads.two_tower",
+        "training",
+        True,
+        "003",
+        ("data", "mine_schedule", "mining"),
+    ),
+    "clip": WorkloadInfo("trainbench.workloads.clip", "training", True, "004", ("data",)),
 }
 
 
