@@ -116,7 +116,8 @@ def test_ratios_are_paired_per_round_and_the_median_taken():
     )
     harness = next(r for r in rows if r["variant"] == "harness")
     assert harness["over_bare"] == pytest.approx(1.0)  # median of 0.99, 1.0, 1.01
-    assert harness["over_bare_range"] == pytest.approx([0.99, 1.01])
+    assert [harness["over_bare_low"], harness["over_bare_high"]] == pytest.approx([0.99, 1.01])
+    assert harness["over_bare_interval"] == "range of 3 paired rounds"
     assert harness["over_bare_of_medians"] == pytest.approx(99.0 / 100.0)
     assert harness["rounds_ok"] == 3  # the process warm-up run is not a round
     assert harness["event_vs_wall_max_abs"] == pytest.approx(0.01)
@@ -146,13 +147,32 @@ def test_targets_and_markdown_come_from_the_results():
     }
     results["summary"] = tp.summarize(results["measurements"])
     checks = {c["target"].split(" ")[2]: c for c in tp.target_checks(results)}
-    assert checks["bare"]["value"] == pytest.approx(0.97) and not checks["bare"]["met"]
-    assert checks["HF"]["value"] == pytest.approx(97 / 80) and checks["HF"]["met"]
+    # one round: a range of one paired ratio is the ratio itself, below the target
+    assert checks["bare"]["value"] == pytest.approx(0.97) and checks["bare"]["met"] == "missed"
+    assert checks["HF"]["value"] == pytest.approx(97 / 80) and checks["HF"]["met"] == "met"
     timing = next(c for c in tp.target_checks(results) if "CUDA events" in c["target"])
-    assert timing["value"] == pytest.approx(0.03) and not timing["met"]
+    assert timing["value"] == pytest.approx(0.03) and timing["met"] == "missed"
     text = tp.render_markdown(results)
-    assert "| 0.970 (0.970–0.970) |" in text and "**no**" in text
+    assert "| 0.970 (0.970–0.970) |" in text and "**missed**" in text
     assert "boom" in text  # failed measurements are listed, not dropped
+
+
+@pytest.mark.parametrize(
+    "rounds, verdict",
+    [
+        ([0.99, 1.00, 1.01], "met"),  # every round at or above 0.98
+        ([0.86, 0.95, 1.02], "not resolved"),  # the rounds span the target
+        ([0.90, 0.93, 0.95], "missed"),  # every round below
+    ],
+)
+def test_a_target_is_met_or_missed_only_when_the_interval_says_so(rounds, verdict):
+    measurements = []
+    for i, ratio in enumerate(rounds):
+        measurements += [measurement("bare", i, 100.0), measurement("harness", i, 100.0 * ratio)]
+    results = {"device": "cpu", "summary": tp.summarize(measurements)}
+    check = next(c for c in tp.target_checks(results) if "bare" in c["target"])
+    assert check["met"] == verdict
+    assert check["interval"] == "range of 3 paired rounds"
 
 
 def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from helpers import backend_available, tiny_config
 from trainbench import config as tbconfig
 from trainbench import launcher
-from trainbench.analysis import build_tables, load_records
+from trainbench.aggregate import build_tables, load_records
 from trainbench.bench import overhead
 from trainbench.records import RecordError, read_record, validate_record
 
@@ -115,7 +115,7 @@ def test_snakemake_process_detection(cmdline, expected):
 
 
 def test_cached_validator_reports_like_jsonschema_validate():
-    record = {"schema_version": 1, "status": "failed", "cell": {}, "attempts": [{}]}
+    record = {"schema_version": 2, "status": "failed", "cell": {}, "attempts": [{}]}
     record |= {"environment": {}, "spec": {}, "error": {"class": "no such class"}}
     with pytest.raises(RecordError, match=r"<record>: invalid metrics record at "):
         validate_record(record)

@@ -54,7 +54,7 @@ WORKFLOW_DIRS = ("rules", "scripts", "profiles", "envs")
 TEMPLATE_ARCHIVES = "docs/measured/*/records.tgz"
 GOALS = {"per_cell_overhead_s": 3.0, "downstream_s": 15.0}
 SYNTHETIC_HOST = "synthetic-host"
-CELL_RULES = ("run_cell", "prepare_data")
+CELL_RULES = ("run_cell", "prepare_data", "plan_round")
 SECTION_HEADING = "## Workflow overhead"
 
 # What each process imports before it does anything (for python -X importtime).
@@ -63,12 +63,12 @@ IMPORTS = {
     "run_cell script (launcher)": "import trainbench.config, trainbench.launcher",
     "child before its work": (
         "import numpy, torch; from trainbench import workloads, context, devices, "
-        "environment, faults, tracking"
+        "environment, faults, trackers, training"
     ),
     "snakemake script preamble": "import pickle, snakemake.iocontainers, snakemake.logging",
-    "aggregate script": "import trainbench.analysis",
-    "analysis_tables script": "import trainbench.analysis, trainbench.stats",
-    "figure script": "import trainbench.analysis, trainbench.figures",
+    "aggregate script": "import trainbench.aggregate",
+    "statistics script": "import trainbench.tables, trainbench.stats",
+    "figures script": "import trainbench.tables, trainbench.figures",
     "report scripts": "import trainbench.report",
 }
 
@@ -296,8 +296,8 @@ def job_phases(procs: dict[int, dict]) -> list[dict]:
     imports (until its first trainbench call), and its work."""
     main = _main_process(procs)
     calls = (
-        "trainbench.analysis.read_table",
-        "trainbench.analysis.write_tables",
+        "trainbench.tables.read_table",
+        "trainbench.aggregate.write_tables",
         "trainbench.report.render_report",
         "trainbench.report.render_workload_report",
     )

@@ -11,7 +11,7 @@ under it (Snakemake, each job's script, each cell's child) then appends JSON lin
   ``trainbench.devices.get_device``: the child's imports are done;
   ``trainbench.records.atomic_write_json``: a result or record is written;
   ``trainbench.config.validate_config``: Snakemake has started and reads the Snakefile;
-  ``trainbench.analysis.read_table`` and friends: a downstream script starts work);
+  ``trainbench.tables.read_table`` and friends: a downstream script starts work);
 - ``exit``: at interpreter exit, with the Snakemake rule of a job's script.
 
 Nothing is changed in what the processes do; the hook costs a dictionary lookup
@@ -35,7 +35,8 @@ WRAPPED = {
     "trainbench.launcher": ("run_cell",),
     "trainbench.devices": ("get_device",),
     "trainbench.records": ("atomic_write_json",),
-    "trainbench.analysis": ("read_table", "write_tables"),
+    "trainbench.tables": ("read_table",),
+    "trainbench.aggregate": ("write_tables",),
     "trainbench.report": ("render_report", "render_workload_report"),
 }
 
