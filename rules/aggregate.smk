@@ -1,7 +1,7 @@
 rule aggregate:
     """Records -> record tables: facts copied out of metrics.json files, nothing typed in."""
     input:
-        records=run_records(),
+        records=all_records,
         included=included_records(),
     output:
         runs="results/tables/runs.csv",

@@ -72,6 +72,11 @@ def run_records(workload=None):
     ]
 
 
+def all_records(wildcards):
+    """Input function of `aggregate`: every record, asking the round checkpoints."""
+    return run_records()
+
+
 def round_inputs(wildcards):
     """What a round's plan is decided from: every record of the workload so far."""
     return [record_path(c) for c in planned_cells(wildcards.workload, wildcards.rep)]
