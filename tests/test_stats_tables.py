@@ -344,6 +344,90 @@ def test_verdict_rules_unavailable_failures_checks_and_insufficient_data():
     )
 
 
+PASS = {"numerics_status": "pass"}
+MATMUL_FAIL = {
+    "numerics_status": "fail", "numerics_failed_ops": "matmul_transposed;bmm",
+    "numerics_first_failed_error": 0.21, "numerics_first_failed_tolerance": 0.01,
+}  # fmt: skip
+
+
+def _with_canary(rows: pd.DataFrame, device: str, *per_run: dict) -> pd.DataFrame:
+    """Every run gets a passing canary; the first runs of ``device`` get ``per_run``."""
+    rows = rows.assign(**PASS)
+    at = rows.index[rows["device"] == device]
+    for i, values in zip(at, per_run, strict=False):
+        for key, value in values.items():
+            rows.loc[i, key] = value
+    return rows
+
+
+def test_a_failing_canary_makes_the_device_not_working():
+    rows = _with_canary(_verdict_runs(), "cuda", MATMUL_FAIL, MATMUL_FAIL)
+    out = stats.publish({"runs": rows}, {"w": ["cpu", "cuda"]})
+    cuda = one(out["verdicts"], device="cuda")
+    assert (cuda["status"], cuda["symbol"]) == ("not working", "❌")
+    assert cuda["first_failing"] == (
+        "numerics fail: matmul_transposed rel. error 0.21 > 0.01 (2/6 runs)"
+    )
+    check = one(out["verification"], device="cuda")
+    assert not check["numerics_pass"]
+    assert check["numerics_detail"] == (
+        "fail in 2/6 runs: matmul_transposed rel. error 0.21 > 0.01 (also failed: bmm)"
+    )
+    cpu = one(out["verification"], device="cpu")
+    assert bool(cpu["numerics_pass"]) and cpu["numerics_detail"] == "6/6 runs pass"
+    warned = out["warnings"][out["warnings"]["kind"] == "numerics"]
+    assert warned["rep"].tolist() == [0, 1] and set(warned["device"]) == {"cuda"}
+    assert warned["detail"].iloc[0] == (
+        "matmul_transposed rel. error 0.21 > 0.01 (also failed: bmm)"
+    )
+
+
+def test_numerics_fail_comes_right_after_the_verification_checks():
+    rows = _with_canary(_verdict_runs(parity_at_16=0.5), "cuda", MATMUL_FAIL)
+    rows.loc[rows["device"] == "cpu", "final_metric"] = [0.9, 0.91, 0.89] * 2
+    cuda = one(stats.publish({"runs": rows}, {"w": ["cpu"]})["verdicts"], device="cuda")
+    assert cuda["first_failing"].startswith("numerics fail: matmul_transposed")  # not parity
+    rows.loc[rows["device"] == "cuda", "all_on_device"] = False
+    cuda = one(stats.publish({"runs": rows}, {"w": ["cpu"]})["verdicts"], device="cuda")
+    assert cuda["first_failing"].startswith("verification failed: model, batch tensors")
+
+
+def test_canary_error_is_insufficient_data_and_missing_canary_is_not_judged():
+    error = {"numerics_status": "error", "numerics_message": "sdpa: NotImplementedError: x"}
+    rows = _with_canary(_verdict_runs(), "cuda", error)
+    out = stats.publish({"runs": rows}, {"w": ["cpu"]})
+    cuda = one(out["verdicts"], device="cuda")
+    assert (cuda["status"], cuda["symbol"]) == ("insufficient data", "⚠️")
+    assert cuda["first_failing"] == (
+        "numerics not verified: canary error in 1/6 runs: sdpa: NotImplementedError: x"
+    )
+    assert one(out["warnings"], kind="numerics")["detail"] == (
+        "canary error: sdpa: NotImplementedError: x"
+    )
+    # records from before the canary: not judged on it, and the detail says so
+    out = stats.publish({"runs": _verdict_runs()}, {"w": ["cpu"]})
+    assert one(out["verdicts"], device="cuda")["status"] == "working"
+    check = one(out["verification"], device="cuda")
+    assert pd.isna(check["numerics_pass"]) and check["numerics_detail"] == "no canary in 6/6 runs"
+    assert "numerics" not in set(out["warnings"]["kind"])
+
+
+def test_numerics_failure_on_the_baseline_is_named_and_survives_csv():
+    nan_output = {**MATMUL_FAIL, "numerics_failed_ops": "softmax",
+                  "numerics_first_failed_error": float("inf")}  # fmt: skip
+    rows = _with_canary(_verdict_runs(), "cpu", nan_output)
+    back = pd.read_csv(io.StringIO(rows.to_csv(index=False)))
+    for runs in (rows, back):
+        out = stats.publish({"runs": runs}, {"w": ["cpu"]})
+        cpu = one(out["verdicts"], device="cpu")
+        assert (cpu["status"], cpu["symbol"]) == ("baseline", "❌")
+        assert cpu["first_failing"] == (
+            "numerics fail: softmax non-finite output (tolerance 0.01) (1/6 runs)"
+        )
+        assert one(out["verdicts"], device="cuda")["status"] == "working"
+
+
 def test_verification_memory_is_never_a_median_across_batch_sizes():
     rows = cell("w", "cpu", 8, CPU3, memory_peak_bytes=100.0, memory_initial_bytes=10.0)
     rows += cell("w", "cpu", 64, CPU3, memory_peak_bytes=900.0, memory_initial_bytes=12.0)

@@ -203,6 +203,10 @@ MATMUL = cols(
                                     (r.get("disturbed_runs"), "disturbed")))),
     ("reason", "reason"),
 )  # fmt: skip
+NUMERICS = cols(
+    ("device", "device"), ("runs", "runs", "i"), ("canary passed", "numerics_pass", "y"),
+    ("detail", "numerics_detail"),
+)  # fmt: skip
 WARNINGS = cols(
     ("kind", "kind"), ("workload", "workload"), ("device", "device"),
     ("batch size", "batch_size", "i"), ("rep", "rep", "i"), ("detail", "detail"),
@@ -436,7 +440,7 @@ class _Text(dict):
 def _checklist(r: Row) -> _Text:
     """One device's verification facts and configuration as text."""
     text = _Text({k: _escape(_t(v)) for k, v in r.items()})
-    for check in ("placement", "autocast", "fallback"):
+    for check in ("placement", "autocast", "fallback", "numerics"):
         text[f"{check}_box"] = "x" if _flag(r.get(f"{check}_pass")) else " "
     parameters = _value(r.get("parameters"))
     text.update(
@@ -477,6 +481,7 @@ def render_workload_report(
         "intervals": interval_kinds(t["speedup"], t["eval_speed"]),
         "eval_speed": table(t["eval_speed"], speed_columns("eval samples/s")),
         "checklists": [_checklist(r) for r in t["verification"]],
+        "numerics": table(t["verification"], NUMERICS),
         "epochs": table(t["epoch_summary"], epoch_columns(t["epoch_summary"])),
         "labels": table(t["per_label"], LABELS),
         "task": table(t["task"], TASK),

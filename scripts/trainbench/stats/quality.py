@@ -26,11 +26,13 @@
 * note: the evidence in words ("rep 2 at bs 32 disturbed: 1 other cores; between-run
   CV 14% at bs 128").
 
-``warnings`` — one row per flagged measurement: kind (disturbed, short window, eval
-short window, no steady state, slowdown — per ok record of runs.csv —, noisy, bimodal
-— per workload × device, batch_size and rep empty), workload, device, batch_size, rep,
-detail (the numbers). Sorted by kind in that order, then workload, device, batch
-size, rep.
+``warnings`` — one row per flagged measurement: kind (numerics, disturbed, short
+window, eval short window, no steady state, slowdown — per ok record of runs.csv —,
+noisy, bimodal — per workload × device, batch_size and rep empty), workload, device,
+batch_size, rep, detail (the numbers). ``numerics``: the record's numerical canary
+(:mod:`trainbench.canary`) failed — "matmul_transposed rel. error 0.21 > 0.01", then
+any other failed ops — or raised ("canary error: <message>"); microbenchmark records
+included. Sorted by kind in that order, then workload, device, batch size, rep.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import pandas as pd
 
 from ..tables import compact
 from . import frames as fr
+from .verdicts import failure_text
 
 NOISY_CV = 0.10
 BIMODAL_RATIO = 1.25
@@ -58,8 +61,8 @@ STABILITY_TAIL = [
 ]  # fmt: skip
 STABILITY_COLUMNS = STABILITY_HEAD + STABILITY_TAIL
 WARNING_KINDS = (
-    "disturbed", "short window", "eval short window", "no steady state", "slowdown", "noisy",
-    "bimodal",
+    "numerics", "disturbed", "short window", "eval short window", "no steady state", "slowdown",
+    "noisy", "bimodal",
 )  # fmt: skip
 WARNING_COLUMNS = ["kind", "workload", "device", "batch_size", "rep", "detail"]
 
@@ -332,10 +335,34 @@ def _record_warnings(runs: pd.DataFrame) -> list[dict]:
     return rows
 
 
+def _numerics_warnings(runs: pd.DataFrame) -> list[dict]:
+    """One row per ok record whose numerical canary failed or raised."""
+    ok = fr.ok_rows(runs)
+    status = fr.text(ok, "numerics_status").str.strip().str.lower().to_numpy()
+    failed_ops = fr.text(ok, "numerics_failed_ops").to_numpy()
+    errors = fr.num(ok, "numerics_first_failed_error").to_numpy()
+    tolerances = fr.num(ok, "numerics_first_failed_tolerance").to_numpy()
+    messages = fr.text(ok, "numerics_message").to_numpy()
+    keys = ok[["workload", "device", "batch_size", "rep"]].to_numpy()
+    rows = []
+    for i in np.flatnonzero(np.isin(status, ["fail", "error"])):
+        if status[i] == "fail":
+            ops = [op for op in failed_ops[i].split(";") if op] or ["an op"]
+            detail = failure_text(ops[0], errors[i], tolerances[i])
+            if len(ops) > 1:
+                detail += f" (also failed: {', '.join(ops[1:])})"
+        else:
+            detail = f"canary error: {messages[i] or 'no message'}"[:400]
+        workload, device, batch_size, rep = keys[i]
+        rows.append({"kind": "numerics", "workload": workload, "device": device,
+                     "batch_size": batch_size, "rep": rep, "detail": detail})  # fmt: skip
+    return rows
+
+
 def warnings_table(runs: pd.DataFrame, matmul: pd.DataFrame | None = None) -> pd.DataFrame:
     """The ``warnings`` table; see the module docstring."""
     runs = fr.prepare_runs(runs)
-    rows = _record_warnings(runs)
+    rows = _numerics_warnings(runs) + _record_warnings(runs)
     for (w, d), ev in sorted(_evidence(runs, matmul).items()):
         for kind in ("noisy", "bimodal"):
             if ev[kind]:

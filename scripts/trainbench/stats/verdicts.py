@@ -11,6 +11,13 @@ configuration in force and the verification checks over the ok runs.
 * autocast_pass: autocast_active equals autocast_requested in every run;
   autocast_detail: "requested in 9/9 runs, active in 9/9"; autocast_output_dtype;
 * fallback_pass: no CPU fallback op in any run; fallback_detail: the ops, or "none seen";
+* numerics_pass: the numerical canary (:mod:`trainbench.canary`: a battery of ops on
+  the device against CPU float64, before training) passed in every ok run that ran
+  it — false when it failed or raised in any, empty when no run has a canary (records
+  from before it existed); numerics_detail: "9/9 runs pass", "fail in 2/9 runs:
+  matmul_transposed rel. error 0.21 > 0.01" (the first failing run's first failed op,
+  then any other ops that failed), "canary error in 1/9 runs: <message>", "no canary
+  in 3/9 runs";
 * parameters_on, batch_on, optimizer_state_on: where they were found (distinct);
 * memory_peak_bytes: the largest median peak over batch sizes, memory_peak_batch_size
   its batch size, memory_initial_bytes the median initial memory there (never a
@@ -23,18 +30,24 @@ baseline with failures, ⚠️ insufficient data / disturbed / not faster, ⚪
 unavailable); first_failing (the short item; empty when working); text (the
 verdict in words); batch_sizes (of the device's records). The first rule that applies:
 
-1. every record unavailable → unavailable; 2. the baseline device → baseline;
+1. every record unavailable → unavailable; 2. the baseline device → baseline (a
+failed cell or a numerics failure is named as its first failing item);
 3. failed cells → not working; 4. a verification check fails → not working;
-5. parity fails at a batch size → not working; 6. parity insufficient data or not
-comparable (or missing) at a batch size → insufficient data; 7. a speed verdict
-disturbed → disturbed; 8. insufficient data → insufficient data; 9. slower or no
-clear difference at a batch size → not faster; 10. faster at every batch size →
-working. Never a median across batch sizes.
+5. the numerical canary failed in an ok run → not working, first_failing "numerics
+fail: <op> rel. error <e> > <tolerance> (k/n runs)"; 6. parity fails at a batch
+size → not working; 7. the canary raised in an ok run → insufficient data
+("numerics not verified: ..."); 8. parity insufficient data or not comparable (or
+missing) at a batch size → insufficient data; 9. a speed verdict disturbed →
+disturbed; 10. insufficient data → insufficient data; 11. slower or no clear
+difference at a batch size → not faster; 12. faster at every batch size → working.
+Runs without a canary (older records) are not judged on it. Never a median across
+batch sizes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -57,7 +70,8 @@ VERIFICATION_COLUMNS = [
     "parameters", "batch_sizes", "gradient_accumulation", "effective_batch_sizes",
     "learning_rate", "optimizer", "epochs", "max_length", "autocast_dtype", "grad_scaler",
     "placement_pass", "placement_detail", "autocast_pass", "autocast_detail",
-    "autocast_output_dtype", "fallback_pass", "fallback_detail", "parameters_on", "batch_on",
+    "autocast_output_dtype", "fallback_pass", "fallback_detail", "numerics_pass",
+    "numerics_detail", "parameters_on", "batch_on",
     "optimizer_state_on", "memory_initial_bytes", "memory_peak_bytes", "memory_peak_batch_size",
     "memory_method",
 ]  # fmt: skip
@@ -71,6 +85,10 @@ VERDICT_COLUMNS = [
     "text",
     "batch_sizes",
 ]
+NUMERICS_FACTS = (
+    "numerics_status", "numerics_failed_ops", "numerics_first_failed_error",
+    "numerics_first_failed_tolerance", "numerics_message",
+)  # fmt: skip
 _NEEDED = [
     *fr.KEYS,
     "rep",
@@ -85,6 +103,7 @@ _NEEDED = [
     "memory_initial_bytes",
     "memory_peak_bytes",
     "memory_method",
+    *NUMERICS_FACTS,
 ]
 _FACTS = {
     "labels": "device_label", "device_name": "device_name", "torch_version": "torch_version",
@@ -122,6 +141,71 @@ def device_checks(ok: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Numerics:
+    """The numerical canary over a device's ok runs: passed (None when no run has a
+    canary), the detail for the verification table, and the verdict's items for a
+    failure and for an error ("" when none)."""
+
+    passed: bool | None
+    detail: str
+    failure: str = ""
+    error: str = ""
+
+
+def failure_text(op: str, error: float, tolerance: float) -> str:
+    """ "matmul_transposed rel. error 0.21 > 0.01"; a non-finite output says so."""
+    if np.isinf(error):
+        return f"{op} non-finite output (tolerance {compact(tolerance)})"
+    if not np.isfinite(error):
+        return f"{op} failed"
+    return f"{op} rel. error {compact(error)} > {compact(tolerance)}"
+
+
+def _ops(text) -> list[str]:
+    return [op for op in str(text).split(";") if op]
+
+
+def numerics_of(status, failed_ops, errors, tolerances, messages) -> Numerics:
+    """The canary over a device's ok runs, from per-run arrays (runs.csv's
+    numerics_status, numerics_failed_ops, numerics_first_failed_error,
+    numerics_first_failed_tolerance, numerics_message), in run order: the first
+    failing run's first failed op is the one named."""
+    status = [str(v).strip().lower() for v in status]
+    n = len(status)
+    fails = [i for i, v in enumerate(status) if v == "fail"]
+    errs = [i for i, v in enumerate(status) if v == "error"]
+    passes = status.count("pass")
+    ran = passes + len(fails) + len(errs)
+    parts, failure, error = [], "", ""
+    if passes and not fails and not errs:
+        parts.append(f"{passes}/{n} runs pass")
+    if fails:
+        i = fails[0]
+        named = _ops(failed_ops[i])
+        first = failure_text(named[0] if named else "an op", errors[i], tolerances[i])
+        others = sorted({op for j in fails for op in _ops(failed_ops[j])} - set(named[:1]))
+        parts.append(f"fail in {len(fails)}/{n} runs: {first}")
+        if others:
+            parts[-1] += f" (also failed: {', '.join(others)})"
+        failure = f"numerics fail: {first} ({len(fails)}/{n} runs)"
+    if errs:
+        message = str(messages[errs[0]] or "no message")[:300]
+        parts.append(f"canary error in {len(errs)}/{n} runs: {message}")
+        error = f"numerics not verified: canary error in {len(errs)}/{n} runs: {message}"
+    if ran < n:
+        parts.append(f"no canary in {n - ran}/{n} runs")
+    passed = None if not ran else not (fails or errs)
+    return Numerics(passed, "; ".join(parts), failure, error)
+
+
+def _numerics_arrays(data: pd.DataFrame) -> list[np.ndarray]:
+    """The per-run arrays :func:`numerics_of` takes, in its argument order."""
+    text = [fr.text(data, c).to_numpy() for c in ("numerics_status", "numerics_failed_ops")]
+    nums = [fr.num(data, c).to_numpy() for c in NUMERICS_FACTS[2:4]]
+    return [*text, *nums, fr.text(data, "numerics_message").to_numpy()]
+
+
 def _memory_facts(ok: pd.DataFrame) -> dict:
     peak = fr.num(ok, "memory_peak_bytes").groupby(ok["batch_size"]).median().dropna()
     facts = {"memory_initial_bytes": np.nan, "memory_peak_bytes": np.nan,
@@ -149,6 +233,7 @@ def verification_table(runs: pd.DataFrame, workloads: Sequence[str] | None = Non
         for c in ("all_on_device", "autocast_requested", "autocast_active")
     ]
     ops = fr.text(ok, "cpu_fallback_ops").to_numpy()
+    numerics = _numerics_arrays(ok)
     sizes, effective = ok["batch_size"].to_numpy(), fr.num(ok, "effective_batch_size").to_numpy()
     rows = []
     for (w, d), idx in fr.groups(ok, ["workload", "device"]).items():
@@ -158,6 +243,8 @@ def verification_table(runs: pd.DataFrame, workloads: Sequence[str] | None = Non
         row["effective_batch_sizes"] = fr.sizes_text(effective[idx])
         for name, (passed, detail) in checks_of(*(f[idx] for f in flags), ops[idx]).items():
             row[f"{name}_pass"], row[f"{name}_detail"] = passed, detail
+        found = numerics_of(*(a[idx] for a in numerics))
+        row["numerics_pass"], row["numerics_detail"] = found.passed, found.detail
         row.update(_memory_facts(ok.iloc[idx]))
         rows.append(row)
     table = fr.frame(rows, VERIFICATION_COLUMNS)
@@ -225,7 +312,9 @@ def _working_text(ok_runs: int, parity: list[dict], speed: list[dict]) -> str:
     )
 
 
-def _verdict(device, base, status, classes, reasons, checks, parity, speed) -> tuple[str, str, str]:
+def _verdict(
+    device, base, status, classes, reasons, checks, numerics: Numerics, parity, speed
+) -> tuple[str, str, str]:
     """(status, first_failing, text) of one device of a workload."""
     if (status == "unavailable").all():
         item = "unavailable: " + (fr.distinct_text(reasons) or "no reason given")
@@ -238,18 +327,24 @@ def _verdict(device, base, status, classes, reasons, checks, parity, speed) -> t
     )
     n_ok = int((status == "ok").sum())
     if device == base:
+        items = "; ".join(filter(None, [cells_failed, numerics.failure]))
         text = f"the baseline: {fr.plural(n_ok, 'ok run')}"
-        return "baseline", cells_failed, text + (f"; {cells_failed}" if cells_failed else "")
+        return "baseline", items, text + (f"; {items}" if items else "")
     if cells_failed:
         return "not working", cells_failed, cells_failed
     failing = [f"{CHECK_WORDS[k]} ({detail})" for k, (ok, detail) in checks.items() if not ok]
     if failing:
         item = "verification failed: " + "; ".join(failing)
         return "not working", item, item
+    if numerics.failure:
+        return "not working", numerics.failure, numerics.failure
     sizes = [r["batch_size"] for r in speed]
-    for found in (_parity_item(parity, sizes), _speed_item(speed)):
-        if found is not None:
-            return found[0], found[1], found[1]
+    found = _parity_item(parity, sizes)
+    if found is None or found[0] != "not working":
+        found = ("insufficient data", numerics.error) if numerics.error else found
+    for item in (found, _speed_item(speed)):
+        if item is not None:
+            return item[0], item[1], item[1]
     return "working", "", _working_text(n_ok, parity, speed)
 
 
@@ -283,12 +378,14 @@ def verdicts_table(
         for c in ("all_on_device", "autocast_requested", "autocast_active")
     ]
     ops = fr.text(runs, "cpu_fallback_ops").to_numpy()
+    numerics = _numerics_arrays(runs)
     rows = []
     for (w, d), idx in fr.groups(runs, ["workload", "device"]).items():
         base = fr.baseline_of(baselines, w)
         ok = idx[status[idx] == "ok"]
         checks = checks_of(*(f[ok] for f in flags), ops[ok])
-        found = _verdict(d, base, status[idx], classes[idx], reasons[idx], checks,
+        canary = numerics_of(*(a[ok] for a in numerics))
+        found = _verdict(d, base, status[idx], classes[idx], reasons[idx], checks, canary,
                          parity_by.get((w, d), []), speed_by.get((w, d), []))  # fmt: skip
         state, first, text = found
         symbol = "❌" if state == "baseline" and first else SYMBOLS[state]
