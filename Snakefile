@@ -5,6 +5,9 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
+include: "rules/setup.smk"
+
+
 configfile: "config.yaml"
 
 

@@ -3,6 +3,7 @@ rule aggregate:
     input:
         records=all_records,
         included=included_records(),
+        code=package_code("aggregate.py", "records.py"),
     output:
         runs="results/tables/runs.csv",
         matmul="results/tables/matmul.csv",
@@ -30,6 +31,7 @@ rule statistics:
         epochs="results/tables/epochs.csv",
         per_label_runs="results/tables/per_label_runs.csv",
         matmul="results/tables/matmul.csv",
+        code=package_code("stats", "tables.py", "published.py"),
     output:
         tables=expand(
             "results/tables/{name}.{ext}", name=PUBLISHED_TABLES, ext=("csv", "md")

@@ -1,13 +1,10 @@
 import json
-import sys
+import os
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-# The package lives in scripts/trainbench; the workflow imports it from there so
-# it runs from a plain clone as well as from an installed environment.
-sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
-
+# rules/setup.smk put this checkout's scripts/ first on the path.
 from trainbench import config as tbconfig  # noqa: E402
 from trainbench.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
 from trainbench.workloads import info as workload_info  # noqa: E402
@@ -19,7 +16,31 @@ except tbconfig.ConfigError as error:
 
 
 # Paths inside the workflow's own tree (not the working directory).
-TEMPLATES = Path(workflow.basedir) / "scripts" / "trainbench" / "templates"
+PACKAGE = Path(workflow.basedir) / "scripts" / "trainbench"
+TEMPLATES = PACKAGE / "templates"
+
+
+def workflow_path(path):
+    """A file of the workflow's own tree as an input path: relative to the working
+    directory when inside it, so a results folder copied with its workflow (or a
+    moved clone) keeps its provenance and does not rerun."""
+    path = Path(path)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def package_code(*parts):
+    """The package's source files a rule runs (modules and whole subpackages), as
+    inputs: editing figure code rebuilds the figures and reports, never a table or a
+    cell (Snakemake's own code trigger sees only the rule's entry script)."""
+    files = []
+    for part in parts:
+        path = PACKAGE / part
+        found = sorted(path.glob("*.py")) if path.is_dir() else [path]
+        files += [workflow_path(f) for f in found]
+    return files
 
 CELLS = tbconfig.expand_matrix(config)  # every cell's first `repeats.min` repeats
 WORKLOADS = tbconfig.enabled_workloads(config)
@@ -75,6 +96,36 @@ def run_records(workload=None):
 def all_records(wildcards):
     """Input function of `aggregate`: every record, asking the round checkpoints."""
     return run_records()
+
+
+def known_records():
+    """Every record this config's matrix asks for that is known without running a
+    checkpoint: the first `repeats.min` of every cell and the cells of every round
+    plan already written."""
+    paths = [record_path(c) for c in CELLS]
+    for workload in WORKLOADS:
+        for rep in range(REPEATS[workload]["min"], REPEATS[workload]["max"]):
+            plan = Path(f"results/rounds/{workload}/rep{rep}.json")
+            if not plan.exists():
+                break
+            for device, bs in json.loads(plan.read_text())["cells"]:
+                paths.append(record_path(tbconfig.Cell(workload, device, int(bs), rep)))
+    return paths
+
+
+def mark_tables_stale_when_records_are_missing():
+    """A record of the matrix is missing (deleted, or its forced rerun was killed):
+    the record tables no longer describe the records, so they must be rebuilt, and
+    the missing record with them. Snakemake itself never rebuilds a missing
+    intermediate file whose consumers are up to date, so the tables are marked
+    stale (their mtime set to the epoch): the next run rebuilds the missing records,
+    then the tables, figures and reports, and never counts a record that is not there."""
+    runs_csv = Path("results/tables/runs.csv")
+    if runs_csv.exists() and any(not Path(p).exists() for p in known_records()):
+        os.utime(runs_csv, (0, 0))
+
+
+mark_tables_stale_when_records_are_missing()
 
 
 def round_inputs(wildcards):

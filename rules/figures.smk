@@ -11,6 +11,7 @@ rule figures:
         runs="results/tables/runs.csv",
         epochs="results/tables/epochs.csv",
         matmul="results/tables/matmul.csv",
+        code=package_code("figures", "tables.py"),
     output:
         throughput=report(
             "results/figures/throughput.png",

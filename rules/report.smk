@@ -7,8 +7,9 @@ rule report:
         environments="results/tables/environments.csv",
         skipped="results/tables/skipped.csv",
         figures=expand("results/figures/{name}.png", name=FIGURE_NAMES),
-        template=str(TEMPLATES / "report.md.j2"),
-        workload_template=str(TEMPLATES / "workload_report.md.j2"),
+        template=workflow_path(TEMPLATES / "report.md.j2"),
+        workload_template=workflow_path(TEMPLATES / "workload_report.md.j2"),
+        code=package_code("report.py", "tables.py"),
     output:
         index=report("results/report.md", category="Reports"),
         workload_reports=[

@@ -2,10 +2,18 @@
 write the record tables."""
 
 import logging
+import sys
 
-from trainbench.aggregate import write_tables
+# This checkout's trainbench first (Snakemake appends the script folder last).
+sys.path.insert(0, snakemake.scriptdir)
+from trainbench.aggregate import write_tables  # noqa: E402
+from trainbench.records import RecordError  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 paths = list(snakemake.input.records) + list(snakemake.input.included)
-tables = write_tables(paths, snakemake.output, skip_invalid=snakemake.params.skip_invalid)
+try:
+    tables = write_tables(paths, snakemake.output, skip_invalid=snakemake.params.skip_invalid)
+except RecordError as error:  # one line naming the file and the fix, no traceback
+    logging.error("%s", error)
+    sys.exit(f"trainbench: {error}")
 logging.info("aggregated %d records, skipped %d", len(paths), len(tables["skipped"]))

@@ -2,13 +2,19 @@
 computed once by the statistics layer."""
 
 import logging
+import sys
 from pathlib import Path
 
-from trainbench.stats import publish
-from trainbench.tables import read_table, write_table
+# This checkout's trainbench first (Snakemake appends the script folder last).
+sys.path.insert(0, snakemake.scriptdir)
+from trainbench.stats import publish  # noqa: E402
+from trainbench.tables import read_table, write_table  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
-tables = {name: read_table(path) for name, path in snakemake.input.items()}
+tables = {
+    name: read_table(snakemake.input[name])
+    for name in ("runs", "epochs", "per_label_runs", "matmul")
+}
 published = publish(
     tables,
     devices=snakemake.params.devices,

@@ -1,9 +1,12 @@
 """Snakemake entry: build one workload's shared data artifact."""
 
 import logging
+import sys
 from pathlib import Path
 
-from trainbench.workloads import get
+# This checkout's trainbench first (Snakemake appends the script folder last).
+sys.path.insert(0, snakemake.scriptdir)
+from trainbench.workloads import get  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 workload = get(snakemake.wildcards.workload)

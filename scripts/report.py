@@ -2,9 +2,12 @@
 report results/report.md that links them, all rendered from the published tables."""
 
 import logging
+import sys
 from pathlib import Path
 
-from trainbench.report import render_report, render_workload_report
+# This checkout's trainbench first (Snakemake appends the script folder last).
+sys.path.insert(0, snakemake.scriptdir)
+from trainbench.report import render_report, render_workload_report  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 inputs = {Path(path).stem: path for path in snakemake.input.tables}

@@ -311,7 +311,7 @@ def test_cpu_thread_list_makes_one_device_per_count(schema_defaults_config):
         find_variant(config, "cpu")
 
 
-@pytest.mark.parametrize("threads, threads_in_spec", [(4, 4), ([4], 4), (None, None)])
+@pytest.mark.parametrize("threads, threads_in_spec", [(1, 1), ([1], 1), (None, None)])
 def test_single_cpu_thread_setting_keeps_plain_cpu(
     schema_defaults_config, threads, threads_in_spec
 ):
@@ -360,11 +360,59 @@ def test_cell_spec_workload_timeout_overrides_launcher(schema_defaults_config):
 def test_faults_for_matches_cell(schema_defaults_config, monkeypatch):
     monkeypatch.setenv("TRAINBENCH_ALLOW_FAULTS", "1")
     config = copy.deepcopy(schema_defaults_config)
+    config["workloads"]["image_cnn"]["batch_sizes"] = [8, 99]
     config["fault_injection"] = [dict(FAULT, rep=1), dict(FAULT, batch_size=99)]
     config = validate_config(config)
     assert faults_for(config, Cell("image_cnn", "cpu", 8, 0)) == []
     assert faults_for(config, Cell("image_cnn", "cpu", 8, 1)) == [dict(FAULT, rep=1)]
     assert len(faults_for(config, Cell("image_cnn", "cpu", 99, 1))) == 2
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c.update(device_settings={"cpu": {"threads": 10_000}}), "logical cores"),
+        (lambda c: c.update(report={"baseline_device": "gpu"}), "`report.baseline_device`"),
+        (
+            lambda c: c.update(
+                launcher={"allow_fault_injection": True},
+                fault_injection=[{"workload": "matmul", "device": "CPU", "fault": "sigabrt"}],
+            ),
+            "`fault_injection[0].device` 'CPU'",
+        ),
+        (
+            lambda c: c.update(repeats={"min": 3, "max": 5}),
+            "sets no `target_ci_halfwidth`",
+        ),
+        (lambda c: c.update(repeats={"min": 3, "max": 2}), "below `repeats.min`"),
+    ],
+    ids=["threads", "baseline", "fault_device", "repeats_target", "repeats_order"],
+)
+def test_inputs_that_would_misbehave_are_refused_naming_key_and_fix(
+    schema_defaults_config, change, message
+):
+    config = copy.deepcopy(schema_defaults_config)
+    change(config)
+    with pytest.raises(ConfigError, match="Fix:") as error:
+        validate_config(config)
+    assert message in str(error.value)
+
+
+def test_more_threads_than_cores_can_be_allowed_for_bigger_cluster_nodes(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["device_settings"] = {"cpu": {"threads": [1, 10_000]}}
+    config["launcher"] = {"allow_more_threads_than_cores": True}
+    assert "cpu-t10000" in [v.id for v in device_variants(validate_config(config))]
+
+
+def test_config_files_name_the_yaml_error_line(tmp_path):
+    from trainbench.config import config_file_problems
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("seed: 0\nrepeats: [1\nworkloads: {}\n")
+    problems = config_file_problems([broken, tmp_path / "absent.yaml"])
+    assert "broken.yaml line 3, column 10: not valid YAML" in problems[0]
+    assert "absent.yaml' does not exist" in problems[1]
 
 
 def test_workload_cpu_threads_make_thread_devices_for_that_workload_only(schema_defaults_config):

@@ -32,6 +32,8 @@ RUN_COLUMNS = [
     "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
+    "numerics_status", "numerics_failed_ops", "numerics_max_rel_error", "numerics_max_error_ratio",
+    "numerics_first_failed_error", "numerics_first_failed_tolerance", "numerics_message",
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
@@ -120,6 +122,41 @@ def _verification_facts(result: dict, settings: dict) -> dict:
     }
 
 
+def _numerics_facts(numerics: dict | None) -> dict:
+    """The numerical canary (trainbench.canary): status (pass, fail, error; None
+    when the record has no canary), the failed ops, the largest relative error over
+    the ops and the largest error/tolerance ratio (infinite for a non-finite output),
+    the first failed op's error and tolerance, and the message of an error."""
+    if not numerics:
+        return {}
+    ops = numerics.get("ops") or {}
+    errors, ratios = [], []
+    for op in ops.values():
+        error = _op_error(op)
+        if error is not None:
+            errors.append(error)
+            if op.get("tolerance"):
+                ratios.append(error / op["tolerance"])
+    failed = list(numerics.get("failed_ops") or [])
+    first = ops.get(failed[0], {}) if failed else {}
+    return {
+        "numerics_status": numerics.get("status"),
+        "numerics_failed_ops": ";".join(failed) or None,
+        "numerics_max_rel_error": max(errors) if errors else None,
+        "numerics_max_error_ratio": max(ratios) if ratios else None,
+        "numerics_first_failed_error": _op_error(first) if first else None,
+        "numerics_first_failed_tolerance": first.get("tolerance"),
+        "numerics_message": numerics.get("message"),
+    }
+
+
+def _op_error(op: dict) -> float | None:
+    """An op's relative error; infinity where its output was not finite."""
+    if op.get("finite") is False:
+        return float("inf")
+    return op.get("max_rel_error")
+
+
 def _task_facts(result: dict) -> dict:
     task = result.get("task") or {}
     return {
@@ -170,6 +207,7 @@ def run_row(record: dict, source: str) -> dict:
         **_host_facts(result),
         **_task_facts(result),
         **_verification_facts(result, record.get("settings_in_force") or {}),
+        **_numerics_facts(record.get("numerics")),
         "host": env.get("host"),
         "cpu_model": env.get("cpu_model"),
         "device_name": _get(env, "device", "name"),
@@ -293,19 +331,25 @@ def environment_row(record: dict) -> dict:
     }
 
 
+INVALID_RECORD_FIX = (
+    "Fix: `make rerun-failed` reruns the cell (a broken record counts as failed), or set "
+    "aggregate.skip_invalid_records: true to leave it out (the report then lists it)."
+)
+
+
 def load_records(
     paths: Iterable[str | os.PathLike], skip_invalid: bool = False
 ) -> tuple[list[tuple[str, dict]], list[dict]]:
     """Read and validate every record. A bad file (truncated, corrupted, foreign or
-    of another schema version) stops aggregation with the file named, or, with
-    ``skip_invalid``, is left out and listed in the returned ``skipped``."""
+    of another schema version) stops aggregation with the file named and the fix,
+    or, with ``skip_invalid``, is left out and listed in the returned ``skipped``."""
     records, skipped = [], []
     for path in paths:
         try:
             records.append((str(path), read_record(path)))
         except RecordError as error:
             if not skip_invalid:
-                raise
+                raise RecordError(f"{error}. {INVALID_RECORD_FIX}") from None
             skipped.append({"record": str(path), "reason": str(error)})
     return records, skipped
 

@@ -33,6 +33,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     import torch
 
     from . import workloads
+    from .canary import run_canary
     from .context import DeviceUnavailable, make_context
     from .environment import package_versions
     from .trackers import capture_warnings
@@ -43,6 +44,8 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
         ctx = make_context(spec, attempt, facts)
     except DeviceUnavailable as exc:
         return {"status": "unavailable", "reason": str(exc), "child_environment": facts}
+    # Before training and outside every timed region; never raises (an error is recorded).
+    numerics = run_canary(ctx)
     with capture_warnings() as warning_log:
         ctx.warnings = warning_log
         result = workloads.get(spec["cell"]["workload"]).run(ctx)
@@ -57,9 +60,33 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
         "settings_in_force": settings_in_force,
         "warnings": warning_log.as_dict(),
         "fallback": bool(warning_log.fallback_ops),
+        "numerics": numerics,
         "child_environment": facts,
         "child_seconds": time.perf_counter() - t_start,
     }
+
+
+def watch_launcher() -> None:
+    """Stop this cell's whole process group when the launcher is gone: a daemon
+    thread reads the pipe the launcher holds open; end-of-file means it died (the
+    portable twin of Linux's PR_SET_PDEATHSIG, which the launcher also sets)."""
+    import threading
+
+    from .cell_lock import WATCHDOG_FD_VARIABLE
+
+    fd = os.environ.get(WATCHDOG_FD_VARIABLE)
+    if not fd:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     # A hang killed by the launcher's SIGTERM leaves a stack trace in the log.
     faulthandler.enable()
     faulthandler.register(signal.SIGTERM, chain=True)
+    watch_launcher()
     from .records import atomic_write_json
 
     with open(spec_path) as fh:

@@ -204,12 +204,100 @@ def semantic_problems(config: dict) -> list[str]:
             "`fault_injection` is set but `launcher.allow_fault_injection` is false. "
             "Fault injection is for tests only; remove `fault_injection` from the config."
         )
-    for i, fault in enumerate(faults):
-        if fault["workload"] not in config["workloads"]:
+    problems += _fault_problems(config, faults)
+    problems += _thread_problems(config)
+    problems += _baseline_problems(config)
+    return problems
+
+
+def config_file_problems(paths: Iterable[str | Path]) -> list[str]:
+    """Config files that are missing or not valid YAML, each named with the line and
+    column of the syntax error and the fix (Snakemake itself says only "Config file is
+    not valid JSON or YAML")."""
+    problems = []
+    for path in map(Path, paths):
+        if not path.is_file():
             problems.append(
-                f"`fault_injection[{i}].workload` {fault['workload']!r} is not a workload."
+                f"config file {str(path)!r} does not exist. Fix: check the path (relative to "
+                f"{Path.cwd()})."
+            )
+            continue
+        try:
+            yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            what = getattr(error, "problem", None) or str(error).splitlines()[0]
+            problems.append(
+                f"{path}{where}: not valid YAML ({what}). Fix: correct the syntax there "
+                "(spaces, not tabs; a closing bracket or quote for every opening one)."
             )
     return problems
+
+
+def _fault_problems(config: dict, faults: list[dict]) -> list[str]:
+    """A fault aimed at no cell would silently inject nothing: name it."""
+    problems = []
+    for i, fault in enumerate(faults):
+        workload = fault["workload"]
+        if workload not in config["workloads"]:
+            problems.append(f"`fault_injection[{i}].workload` {workload!r} is not a workload.")
+            continue
+        wl = config["workloads"][workload]
+        ids = [v.id for v in device_variants(config, wl.get("devices"), workload)]
+        if fault["device"] not in ids:
+            problems.append(
+                f"`fault_injection[{i}].device` {fault['device']!r} is not a device of "
+                f"{workload} (its devices: {', '.join(ids)}). Fix: name one of those."
+            )
+        sizes = wl.get("batch_sizes")
+        if fault.get("batch_size") is not None and sizes and fault["batch_size"] not in sizes:
+            problems.append(
+                f"`fault_injection[{i}].batch_size` {fault['batch_size']} is not a batch size "
+                f"of {workload} ({sizes}). Fix: name one of those or leave it out."
+            )
+    return problems
+
+
+def _thread_problems(config: dict) -> list[str]:
+    """Thread counts above the machine's cores make cells crawl: refused unless asked."""
+    import os
+
+    cores = os.cpu_count() or 1
+    if config["launcher"].get("allow_more_threads_than_cores"):
+        return []
+    places = [("device_settings.cpu.threads", config["device_settings"]["cpu"].get("threads"))]
+    places += [
+        (f"workloads.{name}.cpu_threads", wl.get("cpu_threads"))
+        for name, wl in config["workloads"].items()
+    ]
+    problems = []
+    for key, value in places:
+        counts = value if isinstance(value, list) else [value]
+        too_many = [n for n in counts if isinstance(n, int) and n > cores]
+        if too_many:
+            problems.append(
+                f"`{key}` asks for {too_many} threads, but this machine has {cores} logical "
+                "cores: the cells would be oversubscribed and crawl. Fix: use at most "
+                f"{cores}, or set launcher.allow_more_threads_than_cores: true when the cells "
+                "run on bigger cluster nodes."
+            )
+    return problems
+
+
+def _baseline_problems(config: dict) -> list[str]:
+    wanted = config.get("report", {}).get("baseline_device")
+    if not wanted:
+        return []
+    ids = list(iter_device_ids(config))
+    # device@hardware labels of merged results folders name a device id before the "@"
+    if wanted in ids or wanted.split("@", 1)[0] in ids:
+        return []
+    return [
+        f"`report.baseline_device` is {wanted!r}, which is not a device of this matrix "
+        f"({', '.join(ids)}). Fix: name one of those, or remove the key to compare with "
+        "each workload's first listed device."
+    ]
 
 
 def _repeat_problems(config: dict) -> list[str]:
@@ -506,3 +594,24 @@ def config_hash(spec: dict) -> str:
     material["cell"] = {k: v for k, v in spec["cell"].items() if k != "rep"}
     blob = json.dumps(material, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def main_check(paths: list[str]) -> int:
+    """Exit status 0 when ``paths`` (config.yaml first, then overrides) make a valid
+    config; else 2, with one line per problem on stderr."""
+    import sys
+
+    problems = config_file_problems(paths)
+    if not problems:
+        from snakemake.utils import update_config
+
+        merged: dict = {}
+        for path in paths:
+            update_config(merged, yaml.safe_load(Path(path).read_text()) or {})
+        try:
+            validate_config(merged)
+        except ConfigError as error:
+            problems = [str(error)]
+    for problem in problems:
+        print(f"trainbench: {problem}", file=sys.stderr)
+    return 2 if problems else 0

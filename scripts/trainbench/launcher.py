@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
 from .classify import classify, find_silent_corruption, signal_name
 from .config import FAULTS_ENV
 from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
@@ -69,12 +70,18 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None]:
-    """Wait for the child; kill its process group past the timeout.
+    """Wait for the child; kill its process group past the timeout, or when this
+    launcher's own parent (Snakemake) dies: a launcher re-parented after a
+    ``kill -9`` of Snakemake must not time a cell beside the next run's cells.
     Returns (returncode, timed_out, child's peak RSS in bytes from wait4)."""
     deadline = time.monotonic() + timeout
     timed_out = False
     sent_term_at = None
+    parent = os.getppid()
     while True:
+        if os.getppid() != parent:
+            _stop_child(proc)
+            raise CellInterrupted("the launcher's parent (Snakemake) is gone")
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid == proc.pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
@@ -102,11 +109,7 @@ def _forward_stop_signals(proc: subprocess.Popen):
     would disturb the next run's timing."""
 
     def stop(signum, frame):
-        _signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(timeout=TERM_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
+        _stop_child(proc)
         raise CellInterrupted(f"launcher stopped by {signal.Signals(signum).name}")
 
     previous = {
@@ -119,15 +122,32 @@ def _forward_stop_signals(proc: subprocess.Popen):
             signal.signal(sig, handler)
 
 
+def _stop_child(proc: subprocess.Popen) -> None:
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+
+
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
 
 
-def run_attempt(spec: dict, attempt: int, log) -> dict:
-    """One attempt in a fresh child. Returns the attempt's outcome (status, error...)."""
+def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> dict:
+    """One attempt in a fresh child. Returns the attempt's outcome (status, error...).
+
+    The child holds the cell's lock with the launcher and dies with the launcher:
+    the kernel kills it when the launcher dies (Linux), and its watchdog thread
+    stops its process group when the pipe from the launcher closes (everywhere)."""
     env, _ = child_environment(spec)
-    with tempfile.TemporaryDirectory(prefix="trainbench-cell-") as tmp:
+    watch_read, watch_write = os.pipe()
+    env[WATCHDOG_FD_VARIABLE] = str(watch_read)
+    # The attempt's files live in the cell's own folder (cleaned by the next
+    # launcher of the cell if this one is killed), else in the system's temp folder.
+    folder = lock.path.parent if lock is not None else None
+    with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as tmp:
         tmp = Path(tmp)
         spec_path, result_path = tmp / "spec.json", tmp / "result.json"
         stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
@@ -145,16 +165,29 @@ def run_attempt(spec: dict, attempt: int, log) -> dict:
         started = time.time()
         t0 = time.perf_counter()
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-                stdin=subprocess.DEVNULL,
-            )
-            with _forward_stop_signals(proc):
-                returncode, timed_out, child_rss = _wait(proc, float(spec["launcher"]["timeout_s"]))
+            keep = (watch_read,) + ((lock.fd,) if lock is not None and lock.fd is not None else ())
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    stdout=out,
+                    stderr=err,
+                    env=env,
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    pass_fds=keep,
+                    preexec_fn=child_guard(os.getpid()),
+                )
+            finally:
+                os.close(watch_read)
+            if lock is not None:
+                lock.set_child(proc.pid)
+            try:
+                with _forward_stop_signals(proc):
+                    returncode, timed_out, child_rss = _wait(
+                        proc, float(spec["launcher"]["timeout_s"])
+                    )
+            finally:
+                os.close(watch_write)
         duration = time.perf_counter() - t0
         stderr_full = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
         stdout_full = stdout_path.read_text(errors="replace") if stdout_path.exists() else ""
@@ -243,7 +276,7 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
     _, overrides = child_environment(spec)
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     memo = AvailabilityMemo.for_cell(spec, output)
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log, CellLock(Path(output).parent, log) as lock:
         log.write(f"trainbench cell {json.dumps(spec['cell'])}\n")
         known = memo.recall() if memo else None
         if known:
@@ -254,7 +287,7 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
                 f"{known['child']['reason']}\n"
             )
         else:
-            attempts = run_attempts(spec, log)
+            attempts = run_attempts(spec, log, lock)
             if memo and attempts[-1]["status"] == "unavailable":
                 memo.remember(attempts[-1])
         record = build_record(spec, attempts, overrides)
@@ -263,14 +296,14 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
     return record
 
 
-def run_attempts(spec: dict, log) -> list[dict]:
+def run_attempts(spec: dict, log, lock: CellLock | None = None) -> list[dict]:
     """Attempts until one does not fail, its failure class is not retried, or
     launcher.max_attempts is reached."""
     max_attempts = int(spec["launcher"]["max_attempts"])
     retry_on = set(spec["launcher"]["retry_on"])
     attempts: list[dict] = []
     for attempt in range(1, max_attempts + 1):
-        outcome = run_attempt(spec, attempt, log)
+        outcome = run_attempt(spec, attempt, log, lock)
         attempts.append(outcome)
         if outcome["status"] != "failed":
             break
@@ -436,5 +469,8 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
         "reason": child.get("reason") if final["status"] == "unavailable" else None,
         "error": final.get("error") if final["status"] == "failed" else None,
         "host_peak_rss_bytes": final.get("child_peak_rss_bytes"),
+        # The numerical canary (trainbench.canary), run before training; absent when the
+        # cell never reached its device or the child died.
+        "numerics": child.get("numerics"),
     }
     return record

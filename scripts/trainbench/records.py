@@ -8,6 +8,7 @@ foreign, or of another schema version) is refused with the file named.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import math
@@ -126,6 +127,16 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
+    except OSError as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OSError(
+                error.errno,
+                f"no space left on the device for {path} (the previous file, if any, is "
+                "untouched). Fix: free space, then run the same command again",
+            ) from None
+        raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
