@@ -136,5 +136,7 @@ def rerun_failed(
 
 
 def executed_rules(output: str) -> list[str]:
-    """Rules of the jobs a snakemake run finished, from its log."""
-    return re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
+    """Rules of the jobs a snakemake run finished, from its console: trainbench's
+    lines ("[ 3/17] run_cell  ...") or, with --verbose, Snakemake's own."""
+    ours = re.findall(r"^\[\s*\d+/[\d?]+\] (\w+)", output, re.M)
+    return ours or re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
