@@ -4,7 +4,7 @@
 
 
 rule figures:
-    """Throughput, speedup, epoch times, loss, per-label F1, matmul and memory figures,
+    """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory and energy figures,
     drawn from the published tables (and each run's raw value as a dot)."""
     input:
         tables=expand("results/tables/{name}.csv", name=PUBLISHED_TABLES),
@@ -47,6 +47,11 @@ rule figures:
             "results/figures/memory.png",
             caption="captions/memory.rst",
             category="Memory",
+        ),
+        energy=report(
+            "results/figures/energy.png",
+            caption="captions/energy.rst",
+            category="Energy",
         ),
     log:
         "results/logs/figures.log",

@@ -59,8 +59,10 @@ MATMUL_SUMMARY = ["workload", "device", "batch_size", "n", "baseline", "repeats"
                   "noisy_runs", "disturbed_runs"]  # fmt: skip
 VERIFICATION = ["workload", "device", "placement_pass", "autocast_pass", "fallback_pass",
                 "fallback_detail"]  # fmt: skip
+ENERGY = ["workload", "batch_size", "device", "n", "joules_per_sample", "samples_per_joule",
+          "spj_low", "spj_high", "spj_interval", "verdict", "domains", "unavailable"]  # fmt: skip
 COLUMNS = {
-    "runs": RUNS, "epochs": EPOCHS, "matmul": MATMUL, "speedup": SPEEDUP,
+    "energy": ENERGY, "runs": RUNS, "epochs": EPOCHS, "matmul": MATMUL, "speedup": SPEEDUP,
     "eval_speed": SPEEDUP, "per_label": PER_LABEL, "memory": MEMORY, "crossover": CROSSOVER,
     "epoch_summary": EPOCH_SUMMARY, "matmul_summary": MATMUL_SUMMARY,
     "verification": VERIFICATION,
@@ -190,6 +192,24 @@ def _matmul(tables: dict, interval: str) -> None:
     )  # fmt: skip
 
 
+def _energy(tables: dict, interval: str) -> None:
+    """cpu without counters (its note), mps and cuda measured."""
+    rows = []
+    for workload, sizes in SIZES.items():
+        for device in SPEED:
+            for bs in sizes:
+                spj = {"cpu": np.nan, "mps": 40.0, "cuda": 12.0}[device] * bs**0.2
+                note = "energy unavailable on cpu: no RAPL here" if device == "cpu" else ""
+                rows.append(
+                    {"workload": workload, "batch_size": bs, "device": device,
+                     "n": 0 if device == "cpu" else 3, "joules_per_sample": 1 / spj,
+                     "samples_per_joule": spj, "spj_low": spj * 0.95, "spj_high": spj * 1.04,
+                     "spj_interval": interval, "domains": "" if device == "cpu" else "gpu",
+                     "unavailable": note}
+                )  # fmt: skip
+    tables["energy"] = frame("energy", rows)
+
+
 def make_tables(
     interval: str = "range of 3 runs", ratio_interval: str = "range of 3 vs 3 runs"
 ) -> dict[str, pd.DataFrame]:
@@ -199,6 +219,7 @@ def make_tables(
     _records(tables)
     _per_workload(tables, interval, ratio_interval)
     _matmul(tables, interval)
+    _energy(tables, interval)
     tables["verification"] = frame(
         "verification",
         [{"workload": "text_multilabel", "device": "mps", "fallback_pass": "False"}],
@@ -254,7 +275,7 @@ def drawn(module, tables):
 
 def test_registry_names():
     assert FIGURE_NAMES == (
-        "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory"
+        "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy"
     )  # fmt: skip
     assert tuple(FIGURES) == FIGURE_NAMES
     assert not (PACKAGE.parent / "figures.py").exists(), "the old figures.py module is back"
@@ -321,6 +342,7 @@ def _nothing_drawable() -> dict[str, pd.DataFrame]:
     t["memory"] = t["memory"].assign(memory_peak_bytes=np.nan)
     t["matmul_summary"] = t["matmul_summary"].assign(gflops=np.nan)
     t["matmul"] = t["matmul"].assign(gflops=np.nan)
+    t["energy"] = t["energy"].assign(samples_per_joule=np.nan)
     return t
 
 

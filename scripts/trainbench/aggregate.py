@@ -17,6 +17,16 @@ import pandas as pd
 
 from .records import RecordError, atomic_write_text, read_record
 
+# Energy over the timed training regions (trainbench.trackers.energy): see _energy_facts.
+ENERGY_DOMAINS = ("gpu", "cpu", "dram", "ane")
+ENERGY_COLUMNS = [
+    "energy_status", "energy_reason", "energy_window_seconds", "energy_regions",
+    "energy_samples", "energy_joules", "joules_per_sample", "samples_per_joule",
+    "energy_mean_watts", "energy_domains",
+    *(f"energy_{d}_{x}" for d in ENERGY_DOMAINS for x in ("joules", "status")),
+    "eval_energy_joules", "eval_energy_status", "idle_watts", "gpu_temp_before_c",
+    "gpu_temp_after_c", "gpu_power_limit_before_w", "gpu_power_limit_after_w",
+]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
     "error_class", "error_message", "reason", "attempts", "failed_attempts",
@@ -29,6 +39,7 @@ RUN_COLUMNS = [
     "other_cpu_cores", "load_avg_start", "load_avg_end", "disturbed", "logical_cores",
     "primary_metric", "higher_is_better", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
+    *ENERGY_COLUMNS,
     "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
@@ -89,6 +100,44 @@ def _speed_facts(result: dict) -> dict:
         "epoch_seconds_median": float(np.median(full)) if full else None,
         "full_epochs": len(full) if epochs else None,
     }
+
+
+def _energy_facts(result: dict) -> dict:
+    """The record's ``energy`` (training results): energy_status ok / short window /
+    unavailable and energy_reason (why, or which domains were not measured); the window
+    (seconds, regions, samples of the timed training regions, step 0 excluded);
+    energy_joules, the total of the readable domains, and per sample / samples per
+    joule / mean watts from it; energy_domains, the domains in the total ("gpu+cpu");
+    per domain its joules and status (absent: not a domain of this device); the eval
+    regions' total and status; idle_watts (all readable domains, before step 0); the
+    GPU's temperature and enforced power limit before and after (NVML)."""
+    energy = result.get("energy") or {}
+    if not energy:
+        return {}
+    domains = energy.get("domains") or {}
+    facts = {
+        "energy_status": energy.get("status"),
+        "energy_reason": energy.get("reason"),
+        "energy_window_seconds": energy.get("window_seconds"),
+        "energy_regions": energy.get("regions"),
+        "energy_samples": energy.get("samples"),
+        "energy_joules": energy.get("total_joules"),
+        "joules_per_sample": energy.get("joules_per_sample"),
+        "samples_per_joule": energy.get("samples_per_joule"),
+        "energy_mean_watts": energy.get("mean_watts"),
+        "energy_domains": energy.get("measured") or None,
+        "eval_energy_joules": _get(energy, "eval", "total_joules"),
+        "eval_energy_status": _get(energy, "eval", "status"),
+        "idle_watts": _get(energy, "idle", "total_watts"),
+    }
+    for name, domain in domains.items():
+        facts[f"energy_{name}_joules"] = domain.get("joules")
+        facts[f"energy_{name}_status"] = domain.get("status")
+    for when in ("before", "after"):
+        state = _get(energy, "gpu_state", when) or {}
+        facts[f"gpu_temp_{when}_c"] = state.get("temperature_c")
+        facts[f"gpu_power_limit_{when}_w"] = state.get("power_limit_w")
+    return facts
 
 
 def _host_facts(result: dict) -> dict:
@@ -204,6 +253,7 @@ def run_row(record: dict, source: str) -> dict:
         "attempts": len(attempts),
         "failed_attempts": sum(a.get("status") == "failed" for a in attempts),
         **(_speed_facts(result) if result.get("kind") == "training" else {}),
+        **(_energy_facts(result) if result.get("kind") == "training" else {}),
         **_host_facts(result),
         **_task_facts(result),
         **_verification_facts(result, record.get("settings_in_force") or {}),

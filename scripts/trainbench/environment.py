@@ -18,6 +18,8 @@ TRACKED_PACKAGES = (
     "faiss-cpu",
     "scikit-learn",
     "snakemake",
+    "nvidia-ml-py",  # the energy tracker's NVML reader
+    "zeus-apple-silicon",  # its IOReport reader on Apple Silicon (extra `apple`)
 )
 # Variables that change how torch behaves; recorded whenever they are set.
 BEHAVIOUR_VARIABLES = (

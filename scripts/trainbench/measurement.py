@@ -17,6 +17,7 @@ DEFAULTS = {
     "min_timed_steps": 20,
     "max_eval_passes": 50,
     "disturbed_other_cores": 0.5,
+    "min_energy_seconds": 1.0,
     "steady_state": {"detect": True, "penalty": 3.0, "equivalence": 0.02, "max_bins": 150},
 }
 
@@ -27,6 +28,7 @@ class TimingProtocol:
     min_timed_steps: int = DEFAULTS["min_timed_steps"]
     max_eval_passes: int = DEFAULTS["max_eval_passes"]
     disturbed_other_cores: float = DEFAULTS["disturbed_other_cores"]
+    min_energy_seconds: float = DEFAULTS["min_energy_seconds"]
     detect: bool = DEFAULTS["steady_state"]["detect"]
     penalty: float = DEFAULTS["steady_state"]["penalty"]
     equivalence: float = DEFAULTS["steady_state"]["equivalence"]

@@ -7,6 +7,7 @@ own what each one holds)."""
 PUBLISHED_TABLES = (
     "speedup",
     "eval_speed",
+    "energy",
     "stability",
     "repeats",
     "per_label",
@@ -28,4 +29,6 @@ PUBLISHED_TABLES = (
 RECORD_TABLES = ("runs", "epochs", "per_label_runs", "matmul", "environments", "skipped")
 
 # results/figures/<name>.png, drawn by trainbench.figures from the tables above.
-FIGURE_NAMES = ("throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory")
+FIGURE_NAMES = (
+    "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
+)  # fmt: skip

@@ -6,8 +6,9 @@ honest and comparable across devices, through small trackers
 (:mod:`trainbench.trackers`): every step timed (events or clock) inside regions
 synchronized only at their edges, steady state detected from that series
 (:mod:`trainbench.steady`), evaluation timed apart with the cold first pass
-reported apart, memory per epoch, other processes' CPU use, placement and autocast
-checks after the first step, NaN detection. See docs/statistics.md.
+reported apart, memory per epoch, energy per domain over the timed regions, other
+processes' CPU use, placement and autocast checks after the first step, NaN detection.
+See docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .trackers import (
     EVAL,
     TRAIN,
     AutocastProbe,
+    EnergyTracker,
     HostActivity,
     MemoryTracker,
     StepTimer,
@@ -128,7 +130,10 @@ class TrainingLoop:
         self.timer = StepTimer(self.dev)
         self.host = HostActivity(self.protocol.disturbed_other_cores)
         self.memory = MemoryTracker(self.dev)
-        self.trackers = [self.timer, self.host, self.memory]
+        # Energy first: its counters are read before the step timer's first event and
+        # after its last, never inside a step. Made last: it samples idle power now.
+        self.energy = EnergyTracker(self.dev, self.protocol.min_energy_seconds)
+        self.trackers = [self.energy, self.timer, self.host, self.memory]
         self.step_seconds: list[list[float]] = []
         self.step_samples: list[int] = []
         self.data_wait: list[float] = []
@@ -303,7 +308,7 @@ class TrainingLoop:
         parts = self.parts
         parts.model.eval()
         with (
-            TimedRegion(self.dev, [self.host], EVAL) as region,
+            TimedRegion(self.dev, [self.energy, self.host], EVAL) as region,
             torch.no_grad(),
             torch.autocast(
                 device_type=self.device.type, dtype=self.autocast_dtype, enabled=self.amp.enabled
@@ -384,6 +389,7 @@ class TrainingLoop:
             "eval": eval_window(self.eval_passes, self.protocol),
             "host": self.host.summary(),
             "memory": self.memory.summary(),
+            "energy": self.energy.summary(samples=sum(self.step_samples[1:])),
             "verification": self._verification(),
             "task": self._task(),
         }

@@ -18,6 +18,7 @@ loss           epoch_summary (train_loss, train_loss_min/max, n)
 per_label      per_label (f1, support, f1_minus_baseline)
 matmul         matmul_summary (gflops, gflops_low/high, interval) + crossover + matmul
 memory         memory (memory_peak/initial_bytes, peak_fraction_of_limit, memory_method)
+energy         energy (samples_per_joule, spj_low/high, unavailable) + speedup (median, low/high)
 =============  ========================================================================
 """
 
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping
 import pandas as pd
 
 from ..published import FIGURE_NAMES
+from .energy import energy_figure
 from .epoch_time import epoch_time_figure
 from .loss import loss_figure
 from .matmul import matmul_figure
@@ -43,6 +45,7 @@ __all__ = [
     "FIGURE_NAMES",
     "device_color",
     "device_order",
+    "energy_figure",
     "epoch_time_figure",
     "loss_figure",
     "matmul_figure",
@@ -61,4 +64,5 @@ FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], Non
     "per_label": per_label_figure,
     "matmul": matmul_figure,
     "memory": memory_figure,
+    "energy": energy_figure,
 }

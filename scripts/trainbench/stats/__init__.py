@@ -6,6 +6,7 @@ the protocol and the rules, and the module docstrings state what every column me
 
 * :mod:`.intervals` — ranges below 5 runs, bootstrap CIs from 5, verdicts from intervals;
 * :mod:`.speed` — ``speedup``, ``eval_speed``, ``matmul_summary``;
+* :mod:`.energy` — ``energy`` (joules per sample, energy ratio and its verdict);
 * :mod:`.quality` — ``stability``, ``warnings``;
 * :mod:`.repeats` — ``repeats`` and :func:`next_round` (adaptive repeats);
 * :mod:`.accuracy` — ``parity``, ``per_label``, ``epoch_summary``;
@@ -38,6 +39,7 @@ from .accuracy import (
     task_table,
 )
 from .crossover import CROSSOVER_COLUMNS, crossover_table
+from .energy import ENERGY_COLUMNS, energy_table
 from .intervals import (
     Interval,
     paired_ratio_interval,
@@ -62,6 +64,7 @@ from .verdicts import VERDICT_COLUMNS, VERIFICATION_COLUMNS, verdicts_table, ver
 COLUMNS: dict[str, list[str]] = {
     "speedup": SPEEDUP_COLUMNS,
     "eval_speed": SPEEDUP_COLUMNS,
+    "energy": ENERGY_COLUMNS,
     "stability": STABILITY_COLUMNS,
     "repeats": REPEATS_COLUMNS,
     "per_label": PER_LABEL_COLUMNS,
@@ -107,6 +110,7 @@ def publish(
     out["eval_speed"] = eval_speed_table(
         runs, baselines, workloads=[w for w in training if w in with_eval]
     )
+    out["energy"] = energy_table(runs, baselines, workloads=training)
     out["stability"] = stability_table(runs, epochs, matmul)
     out["repeats"] = repeats_table(runs, out["speedup"], baselines, repeats)
     out["per_label"] = per_label_table(tables.get("per_label_runs"), baselines)

@@ -5,10 +5,12 @@ small object that observes the synchronized edges of every timed region
 - :class:`StepTimer` — every step's time (device events or the clock)
 - :class:`HostActivity` — CPU time of other processes: is the machine disturbed?
 - :class:`MemoryTracker` — peak memory and one snapshot per epoch
+- :class:`EnergyTracker` — joules per domain (NVML, RAPL, IOReport) over the timed regions
 - :mod:`.verification` — placement, autocast really active, captured warnings
 """
 
 from .base import EVAL, TRAIN, TimedRegion, Tracker
+from .energy import EnergyTracker
 from .host import HostActivity
 from .memory import MemoryTracker
 from .steps import StepTimer
@@ -24,6 +26,7 @@ __all__ = [
     "EVAL",
     "TRAIN",
     "AutocastProbe",
+    "EnergyTracker",
     "HostActivity",
     "MemoryTracker",
     "StepTimer",
