@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 # rules/setup.smk put this checkout's scripts/ first on the path.
 from trainbench import config as tbconfig  # noqa: E402
 from trainbench.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
-from trainbench.workloads import info as workload_info  # noqa: E402
+from trainbench.workloads import info as registry_info  # noqa: E402
 
 try:
     tbconfig.validate_config(config)
@@ -41,6 +41,12 @@ def package_code(*parts):
         found = sorted(path.glob("*.py")) if path.is_dir() else [path]
         files += [workflow_path(f) for f in found]
     return files
+
+
+def workload_info(workload):
+    """A bundled workload's registry entry, or your own's (its config names `entry`)."""
+    return registry_info(workload, config["workloads"][workload])
+
 
 CELLS = tbconfig.expand_matrix(config)  # every cell's first `repeats.min` repeats
 WORKLOADS = tbconfig.enabled_workloads(config)
@@ -119,7 +125,8 @@ def mark_tables_stale_when_records_are_missing():
     the missing record with them. Snakemake itself never rebuilds a missing
     intermediate file whose consumers are up to date, so the tables are marked
     stale (their mtime set to the epoch): the next run rebuilds the missing records,
-    then the tables, figures and reports, and never counts a record that is not there."""
+    then the tables, figures and reports, and never counts a record that is not there.
+    """
     runs_csv = Path("results/tables/runs.csv")
     if runs_csv.exists() and any(not Path(p).exists() for p in known_records()):
         os.utime(runs_csv, (0, 0))

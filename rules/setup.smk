@@ -8,7 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from trainbench.config import config_file_problems  # noqa: E402
+from trainbench.config_checks import config_file_problems  # noqa: E402
 
 _config_problems = config_file_problems(["config.yaml"])
 if _config_problems:

@@ -84,7 +84,7 @@ def _set(config: dict, dotted: str, value) -> None:
 
 BAD_CONFIGS = [
     # (id, dotted key, value, fragments the message must contain)
-    ("unknown-workload", "workloads.resnet", {}, ["`resnet`", "workloads", "image_cnn", "matmul"]),
+    ("unknown-workload", "workloads.resnet", {}, ["`workloads.resnet`", "image_cnn", "matmul", "entry"]),
     ("unknown-device", "devices", ["cpu", "tpu"], ["devices[1]", "'tpu'", "cpu, mps, cuda"]),
     (
         "workload-device",
@@ -406,7 +406,7 @@ def test_more_threads_than_cores_can_be_allowed_for_bigger_cluster_nodes(schema_
 
 
 def test_config_files_name_the_yaml_error_line(tmp_path):
-    from trainbench.config import config_file_problems
+    from trainbench.config_checks import config_file_problems
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("seed: 0\nrepeats: [1\nworkloads: {}\n")

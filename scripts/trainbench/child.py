@@ -48,7 +48,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     numerics = run_canary(ctx)
     with capture_warnings() as warning_log:
         ctx.warnings = warning_log
-        result = workloads.get(spec["cell"]["workload"]).run(ctx)
+        result = workloads.run(ctx)
     settings_in_force = ctx.settings_in_force
     # Threads can change during the run (set by a library); record the final value too.
     settings_in_force["torch_threads_at_end"] = torch.get_num_threads()

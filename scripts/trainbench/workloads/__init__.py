@@ -1,13 +1,32 @@
-"""Workload registry. A workload module provides ``run(ctx) -> dict`` and, when
-``prepares_data`` is set, ``prepare_data(settings, out_dir, seed) -> dict`` (one
-data artifact per workload, shared by every device and repeat). Modules import
-lazily: parsing the workflow never imports torch."""
+"""Workload registry: bundled workloads and your own.
+
+A training workload is a function ``build(ctx) -> TrainingParts`` (model, optimizer,
+loaders, loss function, evaluation; see :class:`trainbench.training.TrainingParts`),
+named by an entry ``"package.module:function"``. The bundled workloads are entries
+too (``trainbench.workloads.image_cnn:build_parts``); your own is a config key:
+
+    workloads:
+      mine:
+        entry: "my_model:build"       # my_model.py in the working directory
+        batch_sizes: [32, 128]
+        settings: {hidden: 64}        # free-form, ctx.workload_settings["settings"]
+
+Every training workload then runs through the one training loop
+(:func:`trainbench.training.run_training`): same timing, trackers, canary, records.
+A bundled workload may also prepare a shared data artifact once
+(``prepare_data(settings, out_dir, seed) -> dict``). The matmul microbenchmark has a
+``run(ctx)`` of its own. Modules import lazily: parsing the workflow imports no torch.
+"""
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -15,14 +34,23 @@ class WorkloadInfo:
     module: str
     kind: str  # "training" or "microbenchmark"
     prepares_data: bool
-    seed: str  # the seed document it reproduces
+    seed: str  # the seed document it reproduces ("—" for your own)
     # The workload keys its prepare_data reads: only they rebuild the data artifact
     # (and so rerun the cells); batch sizes, repeats, devices or timeouts never do.
     data_keys: tuple[str, ...] = ()
+    entry: str | None = None  # "module:function" building its TrainingParts
+    bundled: bool = True
 
 
 WORKLOADS: dict[str, WorkloadInfo] = {
-    "image_cnn": WorkloadInfo("trainbench.workloads.image_cnn", "training", True, "002", ("data",)),
+    "image_cnn": WorkloadInfo(
+        "trainbench.workloads.image_cnn",
+        "training",
+        True,
+        "002",
+        ("data",),
+        "trainbench.workloads.image_cnn:build_parts",
+    ),
     "matmul": WorkloadInfo("trainbench.workloads.matmul", "microbenchmark", False, "004"),
     "text_multilabel": WorkloadInfo(
         "trainbench.workloads.text_multilabel",
@@ -30,6 +58,7 @@ WORKLOADS: dict[str, WorkloadInfo] = {
         True,
         "000",
         ("data", "model", "tokenizer", "max_length"),
+        "trainbench.workloads.text_multilabel:build_parts",
     ),
     "two_tower": WorkloadInfo(
         "trainbench.workloads.two_tower",
@@ -37,19 +66,64 @@ WORKLOADS: dict[str, WorkloadInfo] = {
         True,
         "003",
         ("data", "mine_schedule", "mining"),
+        "trainbench.workloads.two_tower:build_parts",
     ),
-    "clip": WorkloadInfo("trainbench.workloads.clip", "training", True, "004", ("data",)),
+    "clip": WorkloadInfo(
+        "trainbench.workloads.clip",
+        "training",
+        True,
+        "004",
+        ("data",),
+        "trainbench.workloads.clip:build_parts",
+    ),
 }
 
 
-def info(name: str) -> WorkloadInfo:
-    try:
+def custom_info(entry: str) -> WorkloadInfo:
+    """The registry entry of your own workload (its config names ``entry``)."""
+    return WorkloadInfo(entry.split(":", 1)[0], "training", False, "—", (), entry, False)
+
+
+def info(name: str, settings: Mapping | None = None) -> WorkloadInfo:
+    """A bundled workload by name, or your own from its config ``settings`` (which
+    hold ``entry``)."""
+    if name in WORKLOADS:
         return WORKLOADS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}"
-        ) from None
+    if settings is not None and settings.get("entry"):
+        return custom_info(settings["entry"])
+    raise ValueError(
+        f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}, or your own "
+        "with `entry: module:function`"
+    )
 
 
 def get(name: str) -> ModuleType:
+    """The module of a bundled workload (prepare_data, build_parts, run)."""
     return importlib.import_module(info(name).module)
+
+
+def load_entry(entry: str, search_path: Sequence[str | Path] = ()) -> Callable[[Any], Any]:
+    """The function an entry ``"package.module:function"`` names; ``search_path``
+    folders are tried first (your model's folder, default the working directory)."""
+    module_name, _, function = entry.partition(":")
+    for folder in reversed([str(Path(p).resolve()) for p in search_path]):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, function)
+    except AttributeError:
+        raise ImportError(f"{module_name} has no function {function!r} (entry {entry!r})") from None
+
+
+def run(ctx: Any) -> dict:
+    """Run the cell's workload: a microbenchmark's own ``run``, or the training loop
+    over the parts the workload's entry builds."""
+    from ..training import run_training
+
+    name, settings = ctx.spec["cell"]["workload"], ctx.workload_settings
+    found = info(name, settings)
+    if found.kind != "training":
+        return importlib.import_module(found.module).run(ctx)
+    build = load_entry(found.entry, settings.get("python_path") or ["."])
+    return run_training(build(ctx), ctx)

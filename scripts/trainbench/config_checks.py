@@ -1,0 +1,298 @@
+"""Checks of a config that its schema cannot express: files that must exist, optional
+packages, entries that must import, thread counts, baselines, faults aimed at real
+cells, repeat settings; and config files that must parse. Each problem is one
+sentence naming the key and the fix, reported before any job starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+
+from .config import (
+    FAULTS_ENV,
+    MIN_COMPILE_WARMUP_STEPS,
+    ConfigError,
+    device_variants,
+    iter_device_ids,
+    validate_config,
+)
+from .workloads import WORKLOADS
+
+
+def semantic_problems(config: dict) -> list[str]:
+    """Checks a JSON Schema cannot express: files that must exist, optional packages."""
+    problems: list[str] = []
+    devices = set(config["devices"])
+    for name, wl in config["workloads"].items():
+        for dev in wl.get("devices", []):
+            if dev not in devices:
+                problems.append(
+                    f"`workloads.{name}.devices` names {dev!r}, which is not in the top-level "
+                    f"`devices` {sorted(devices)}. Fix: add it there or remove it here."
+                )
+        data = wl.get("data") or {}
+        source = data.get("source")
+        if source == "mnist_idx":
+            path = data.get("path")
+            if not path:
+                problems.append(
+                    f"`workloads.{name}.data.path` is required with source mnist_idx. "
+                    "Fix: point it to the folder holding t10k-images-idx3-ubyte.gz."
+                )
+            elif not Path(path).is_dir():
+                problems.append(
+                    f"`workloads.{name}.data.path` = {path!r} does not exist. "
+                    "Fix: point it to the folder holding the MNIST IDX .gz files."
+                )
+        if source in ("goemotions", "table"):
+            for key in ("path", "dev_path"):
+                value = data.get(key)
+                if key == "path" and not value:
+                    problems.append(
+                        f"`workloads.{name}.data.path` is required with source {source}. "
+                        "Fix: point it to the data (GoEmotions folder or table file)."
+                    )
+                elif value and not Path(value).exists():
+                    problems.append(
+                        f"`workloads.{name}.data.{key}` = {value!r} does not exist. Fix: correct the path."
+                    )
+        pretrained = (wl.get("model") or {}).get("pretrained")
+        if pretrained:
+            problem = pretrained_problem(pretrained)
+            if problem:
+                problems.append(f"`workloads.{name}.model.pretrained`: {problem}")
+        if source == "torchvision" and importlib.util.find_spec("torchvision") is None:
+            problems.append(
+                f"`workloads.{name}.data.source` is torchvision, but torchvision is not "
+                "installed. Fix: `pip install -e .[vision]` (needs a torchvision build that "
+                "matches your torch), or use source synthetic, digits or mnist_idx."
+            )
+    for i, folder in enumerate(config.get("aggregate", {}).get("include_results", [])):
+        if not (Path(folder) / "runs").is_dir():
+            problems.append(
+                f"`aggregate.include_results[{i}]` = {folder!r} has no runs/ folder. "
+                "Fix: name a results folder written by trainbench (it holds runs/)."
+            )
+    for name, wl in config["workloads"].items():
+        compiled = [m for m in wl.get("compile") or [] if m != "eager"]
+        # Compilation (and CUDA-graph recording) must land in warm-up, never in timing.
+        if compiled and wl["warmup_steps"] < MIN_COMPILE_WARMUP_STEPS:
+            problems.append(
+                f"`workloads.{name}.warmup_steps` is {wl['warmup_steps']}, but compile "
+                f"{compiled} needs at least {MIN_COMPILE_WARMUP_STEPS} warm-up steps so that "
+                f"compilation stays out of the timed steps. Fix: set warmup_steps to "
+                f"{MIN_COMPILE_WARMUP_STEPS} or more."
+            )
+    problems += _entry_problems(config)
+    problems += _repeat_problems(config)
+    faults = config.get("fault_injection") or []
+    if faults and not (config["launcher"]["allow_fault_injection"] or _faults_allowed_by_env()):
+        problems.append(
+            "`fault_injection` is set but `launcher.allow_fault_injection` is false. "
+            "Fault injection is for tests only; remove `fault_injection` from the config."
+        )
+    problems += _fault_problems(config, faults)
+    problems += _thread_problems(config)
+    problems += _baseline_problems(config)
+    return problems
+
+
+def config_file_problems(paths: Iterable[str | Path]) -> list[str]:
+    """Config files that are missing or not valid YAML, each named with the line and
+    column of the syntax error and the fix (Snakemake itself says only "Config file is
+    not valid JSON or YAML")."""
+    problems = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            problems.append(
+                f"config file {str(path)!r} does not exist. Fix: check the path (relative to "
+                f"{Path.cwd()})."
+            )
+            continue
+        try:
+            yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            what = getattr(error, "problem", None) or str(error).splitlines()[0]
+            problems.append(
+                f"{path}{where}: not valid YAML ({what}). Fix: correct the syntax there "
+                "(spaces, not tabs; a closing bracket or quote for every opening one)."
+            )
+    return problems
+
+
+def _fault_problems(config: dict, faults: list[dict]) -> list[str]:
+    """A fault aimed at no cell would silently inject nothing: name it."""
+    problems = []
+    for i, fault in enumerate(faults):
+        workload = fault["workload"]
+        if workload not in config["workloads"]:
+            problems.append(f"`fault_injection[{i}].workload` {workload!r} is not a workload.")
+            continue
+        wl = config["workloads"][workload]
+        ids = [v.id for v in device_variants(config, wl.get("devices"), workload)]
+        if fault["device"] not in ids:
+            problems.append(
+                f"`fault_injection[{i}].device` {fault['device']!r} is not a device of "
+                f"{workload} (its devices: {', '.join(ids)}). Fix: name one of those."
+            )
+        sizes = wl.get("batch_sizes")
+        if fault.get("batch_size") is not None and sizes and fault["batch_size"] not in sizes:
+            problems.append(
+                f"`fault_injection[{i}].batch_size` {fault['batch_size']} is not a batch size "
+                f"of {workload} ({sizes}). Fix: name one of those or leave it out."
+            )
+    return problems
+
+
+def _thread_problems(config: dict) -> list[str]:
+    """Thread counts above the machine's cores make cells crawl: refused unless asked."""
+    cores = os.cpu_count() or 1
+    if config["launcher"].get("allow_more_threads_than_cores"):
+        return []
+    places = [("device_settings.cpu.threads", config["device_settings"]["cpu"].get("threads"))]
+    places += [
+        (f"workloads.{name}.cpu_threads", wl.get("cpu_threads"))
+        for name, wl in config["workloads"].items()
+    ]
+    problems = []
+    for key, value in places:
+        counts = value if isinstance(value, list) else [value]
+        too_many = [n for n in counts if isinstance(n, int) and n > cores]
+        if too_many:
+            problems.append(
+                f"`{key}` asks for {too_many} threads, but this machine has {cores} logical "
+                "cores: the cells would be oversubscribed and crawl. Fix: use at most "
+                f"{cores}, or set launcher.allow_more_threads_than_cores: true when the cells "
+                "run on bigger cluster nodes."
+            )
+    return problems
+
+
+def _baseline_problems(config: dict) -> list[str]:
+    wanted = config.get("report", {}).get("baseline_device")
+    if not wanted:
+        return []
+    ids = list(iter_device_ids(config))
+    # device@hardware labels of merged results folders name a device id before the "@"
+    if wanted in ids or wanted.split("@", 1)[0] in ids:
+        return []
+    return [
+        f"`report.baseline_device` is {wanted!r}, which is not a device of this matrix "
+        f"({', '.join(ids)}). Fix: name one of those, or remove the key to compare with "
+        "each workload's first listed device."
+    ]
+
+
+def _repeat_problems(config: dict) -> list[str]:
+    places = [("repeats", config.get("repeats"))] + [
+        (f"workloads.{name}.repeats", wl.get("repeats")) for name, wl in config["workloads"].items()
+    ]
+    problems = []
+    for key, value in places:
+        if not isinstance(value, dict):
+            continue
+        low, high = value["min"], value.get("max", value["min"])
+        if high < low:
+            problems.append(
+                f"`{key}.max` is {high}, below `{key}.min` {low}. Fix: make max at least min."
+            )
+        elif high > low and value.get("target_ci_halfwidth") is None:
+            problems.append(
+                f"`{key}` asks for up to {high} repeats but sets no `target_ci_halfwidth`, "
+                "so nothing would decide when to stop. Fix: add target_ci_halfwidth "
+                "(e.g. 0.03) or set max equal to min."
+            )
+    return problems
+
+
+def pretrained_problem(name: str) -> str | None:
+    """Why ``name`` cannot be loaded without a network, or None if it can be."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return (
+            None
+            if (path / "config.json").exists()
+            else f"{name!r} has no config.json (not a save_pretrained folder)"
+        )
+    looks_like_path = name.startswith((".", "/", "~")) or name.count("/") > 1
+    if looks_like_path:
+        return f"the folder {name!r} does not exist. Fix: point it to a folder written by save_pretrained."
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers brings it
+        return None
+    cached = try_to_load_from_cache(name, "config.json")
+    if isinstance(cached, str):
+        return None
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return (
+            f"{name!r} is not in the Hugging Face cache and HF_HUB_OFFLINE=1. Fix: download it once "
+            "with a network, or set the key to a local folder written by save_pretrained."
+        )
+    return None  # not cached, but the hub may be reachable; a failed download fails the run, loudly
+
+
+def _faults_allowed_by_env() -> bool:
+    return os.environ.get(FAULTS_ENV) == "1"
+
+
+def main_check(paths: list[str]) -> int:
+    """Exit status 0 when ``paths`` (config.yaml first, then overrides) make a valid
+    config; else 2, with one line per problem on stderr."""
+    problems = config_file_problems(paths)
+    if not problems:
+        from snakemake.utils import update_config
+
+        merged: dict = {}
+        for path in paths:
+            update_config(merged, yaml.safe_load(Path(path).read_text()) or {})
+        try:
+            validate_config(merged)
+        except ConfigError as error:
+            problems = [str(error)]
+    for problem in problems:
+        print(f"trainbench: {problem}", file=sys.stderr)
+    return 2 if problems else 0
+
+
+def _entry_problems(config: dict) -> list[str]:
+    """Your own workloads: the entry's module must be importable from its path."""
+    problems = []
+    for name, wl in config["workloads"].items():
+        entry = wl.get("entry")
+        if not entry or name in WORKLOADS:
+            continue
+        module = entry.partition(":")[0]
+        folders = [str(Path(p).resolve()) for p in wl.get("python_path") or ["."]]
+        sys.path[:0] = [f for f in folders if f not in sys.path]
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            problems.append(
+                f"`workloads.{name}.entry` names module {module!r}, which is not importable "
+                f"from {folders} or the installed packages. Fix: point "
+                f"`workloads.{name}.python_path` at the folder holding {module}.py, or "
+                "install your package."
+            )
+    return problems
+
+
+def unknown_workload_problems(config: dict) -> list[str]:
+    """A workload name that is neither bundled nor your own (no ``entry``): a typo,
+    named as one (checked before the schema, whose message would ask for an entry)."""
+    return [
+        f"`workloads.{name}` is not a bundled workload ({', '.join(WORKLOADS)}). Fix: "
+        "correct the name, or add `entry: module:function` for your own model "
+        "(see examples/my_model.py)."
+        for name, wl in (config.get("workloads") or {}).items()
+        if name not in WORKLOADS and not (isinstance(wl, dict) and wl.get("entry"))
+    ]
