@@ -6,15 +6,16 @@ imports, and aggregate + tables + figures + reports over 1,000 synthetic records
 
 Writes benchmarks/results/workflow-overhead-<N>core-<date>.json and the
 "## Workflow overhead" section of benchmarks/README.md. The logic lives in
-scripts/trainbench/bench/overhead.py.
+benchmarks/overhead/ (measure, trace, synthetic records, render).
 """
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "scripts"), str(HERE)]
 
-from trainbench.bench.overhead import main  # noqa: E402
+from overhead.measure import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

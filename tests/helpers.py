@@ -5,18 +5,14 @@ from __future__ import annotations
 import copy
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from trainbench import tree
 
 REPO = Path(__file__).resolve().parents[1]
-# The tracked files a workflow run needs; everything else (results/, .snakemake/,
-# the virtual environment, caches) stays behind.
-WORKFLOW_FILES = ("Snakefile", "config.yaml")
-WORKFLOW_DIRS = ("rules", "scripts", "profiles", "envs")
 FAULTS_ENV = "TRAINBENCH_ALLOW_FAULTS"
 
 
@@ -53,15 +49,8 @@ def write_config(path: str | os.PathLike, config: dict) -> Path:
 
 
 def copy_workflow(dst: str | os.PathLike) -> Path:
-    """Copy the workflow's own files into ``dst`` (created if needed)."""
-    dst = Path(dst)
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in WORKFLOW_FILES:
-        shutil.copy2(REPO / name, dst / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
-    for name in WORKFLOW_DIRS:
-        shutil.copytree(REPO / name, dst / name, ignore=ignore, dirs_exist_ok=True)
-    return dst
+    """Copy this checkout's workflow files into ``dst`` (created if needed)."""
+    return tree.copy_workflow(REPO, dst)
 
 
 def run_snakemake(

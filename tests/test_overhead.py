@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 
 import pytest
-from helpers import backend_available, tiny_config
+from helpers import REPO, backend_available, tiny_config
 from trainbench import config as tbconfig
 from trainbench import launcher
 from trainbench.aggregate import build_tables, load_records
-from trainbench.bench import overhead
 from trainbench.records import RecordError, read_record, validate_record
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from overhead import measure, render, synthetic  # noqa: E402  (benchmarks/overhead)
+from overhead import trace as traces  # noqa: E402
 
 RUN = {"pid": 4242, "started": 1795316200.31}
 
@@ -145,8 +149,8 @@ def test_cell_phases_split_the_cell_wall_time(tmp_path):
     ]
     trace = tmp_path / "trace.jsonl"
     trace.write_text("\n".join(lines) + "\n")
-    procs = overhead.read_trace(trace)
-    (row,) = overhead.cell_phases(procs, tmp_path / "results" / "runs")
+    procs = traces.read_trace(trace)
+    (row,) = traces.cell_phases(procs, tmp_path / "results" / "runs")
     assert row["cell"] == "matmul/cpu/bs1/rep0" and row["status"] == "ok"
     assert row["snakemake_gap_s"] == pytest.approx(1.0)
     assert row["launcher_start_imports_s"] == pytest.approx(1.0)
@@ -157,7 +161,7 @@ def test_cell_phases_split_the_cell_wall_time(tmp_path):
     parts += ("child_exit_and_record_s",)
     assert sum(row[p] for p in parts) == pytest.approx(row["cell_wall_s"])
     assert row["overhead_s"] == pytest.approx(row["cell_wall_s"] - row["work_s"])
-    assert overhead.snakemake_fixed(procs)["start_to_first_job_s"] == pytest.approx(1.0)
+    assert traces.snakemake_fixed(procs)["start_to_first_job_s"] == pytest.approx(1.0)
 
 
 def _not_ok(template: dict, status: str) -> dict:
@@ -171,15 +175,15 @@ def _not_ok(template: dict, status: str) -> dict:
 
 
 def test_synthetic_records_are_valid_and_aggregate(tmp_path):
-    archives = sorted(overhead.REPO.glob(overhead.TEMPLATE_ARCHIVES))
-    templates = overhead.load_templates(archives, [])
+    archives = sorted(measure.REPO.glob(measure.TEMPLATE_ARCHIVES))
+    templates = synthetic.load_templates(archives, [])
     assert templates and all(record["status"] == "ok" for _, record in templates)
     base = templates[0][1]
     templates += [("made:unavailable", _not_ok(base, "unavailable"))]
     templates += [("made:failed", _not_ok(base, "failed"))]
 
-    config = overhead.synthetic_config()
-    counts = overhead.write_synthetic_records(tmp_path, config, templates)
+    config = synthetic.synthetic_config()
+    counts = synthetic.write_synthetic_records(tmp_path, config, templates)
     assert counts == {"failed": 40, "ok": 710, "unavailable": 250}
     paths = sorted((tmp_path / "results" / "runs").glob("*/*/bs*/rep*/metrics.json"))
     assert len(paths) == 1000
@@ -189,7 +193,7 @@ def test_synthetic_records_are_valid_and_aggregate(tmp_path):
     runs = tables["runs"]
     assert set(runs["workload"]) == set(config["workloads"])
     assert set(runs["device"]) == {"cpu-t1", "cpu-t2", "mps", "cuda"}, "one machine"
-    assert (runs["host"] == overhead.SYNTHETIC_HOST).all()
+    assert (runs["host"] == synthetic.SYNTHETIC_HOST).all()
     ok = runs[runs["status"] == "ok"]
     assert (ok["samples_per_s"].notna() | (ok["workload"] == "matmul")).all()
     assert not tables["matmul"].empty and not tables["per_label_runs"].empty
@@ -201,7 +205,7 @@ def _result(value: float) -> dict:
         "date": "2026-11-22",
         "json": "x.json",
         "json_link": "results/x.json",
-        "goals": overhead.GOALS,
+        "goals": render.GOALS,
         "machine": {
             "host": "h",
             "cpu_model": "cpu",
@@ -227,10 +231,10 @@ def _result(value: float) -> dict:
 def test_readme_section_comes_from_the_json_and_leaves_other_sections(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# Benchmarks\n\n## Training speed\n\nTheirs.\n\n## Later\n\nAlso theirs.\n")
-    overhead.update_readme(readme, overhead.markdown_section(_result(4.25)))
-    overhead.update_readme(readme, overhead.markdown_section(_result(2.5)))
+    render.update_readme(readme, render.markdown_section(_result(4.25)))
+    render.update_readme(readme, render.markdown_section(_result(2.5)))
     text = readme.read_text()
-    assert text.count(overhead.SECTION_HEADING) == 1
+    assert text.count(render.SECTION_HEADING) == 1
     assert "Theirs." in text and "## Later\n\nAlso theirs." in text
     assert "2.50 s (met)" in text and "4.25" not in text
     assert "40.00 s (not met)" in text

@@ -1,0 +1,168 @@
+"""Workflow overhead, the write-up: the README section from a results file alone."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SECTION_HEADING = "## Workflow overhead"
+GOALS = {"per_cell_overhead_s": 3.0, "downstream_s": 15.0}
+
+
+def _met(value, goal) -> str:
+    if value is None:
+        return "not measured"
+    return "met" if value <= goal else "not met"
+
+
+def _dig(mapping: dict | None, *keys):
+    for key in keys:
+        mapping = mapping.get(key) if isinstance(mapping, dict) else None
+    return mapping
+
+
+def _describe(run: dict) -> str:
+    tree = run.get("tree") or {}
+    code = f"commit `{tree['commit'][:10]}`" if tree.get("commit") else f"`{tree.get('source')}`"
+    if tree.get("dirty"):
+        code += " plus uncommitted changes"
+    return code + (f" ({run['note']})" if run.get("note") else "")
+
+
+def _command(argv: list[str]) -> str:
+    """A label's command as one would rerun it: the default output, quoted values."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip or arg in ("--output", "--no-readme"):
+            skip = arg == "--output"
+            continue
+        shown.append(arg if re.fullmatch(r"[\w./:=+-]+", arg) else repr(arg))
+    return " ".join([".venv/bin/python benchmarks/workflow_overhead.py", *shown])
+
+
+def markdown_section(result: dict) -> str:
+    """The README section, every number read from ``result`` (the JSON)."""
+    machine, runs, goals = result["machine"], result["runs"], result["goals"]
+    packages = machine["packages"]
+    labels = [label for label in ("before", "after") if label in runs]
+    labels += [label for label in runs if label not in labels]
+    records = next((_dig(runs[x], "downstream", "records") for x in reversed(labels)), None)
+    lines = [
+        SECTION_HEADING,
+        "",
+        "Goals: what Snakemake, process start-up and imports add to each cell ≤ "
+        f"{goals['per_cell_overhead_s']:g} s; aggregate + tables + figures + reports over "
+        f"{records or 1000} records ≤ {goals['downstream_s']:g} s.",
+        "",
+        f"Measured on {result['date']} on `{machine['host']}`: {machine['cpu_model']}, "
+        f"{machine['logical_cores']} logical cores, {machine['memory_gib']} GiB, "
+        f"{machine['os']}; Python {machine['python']}, torch {packages['torch']}, "
+        f"snakemake {packages['snakemake']}, pandas {packages['pandas']}, "
+        f"matplotlib {packages['matplotlib']}, seaborn {packages['seaborn']}. Every number "
+        f"below is a median read from [`{result['json']}`]({result['json_link']}), which "
+        "also holds each repetition, per-rule times and the slowest imports.",
+        "",
+        "```bash",
+        *(_command(runs[x]["argv"]) for x in labels),
+        "```",
+        "",
+        *(f"- {x}: {_describe(runs[x])}" for x in labels),
+        "",
+        "| | goal | " + " | ".join(labels) + " |",
+        "|---|---|" + "---|" * len(labels),
+    ]
+
+    def row(title: str, goal: float | None, path: tuple) -> None:
+        shown = []
+        for label in labels:
+            value = _dig(runs[label], *path)
+            text = "–" if value is None else f"{value:.2f} s"
+            if goal is not None and value is not None:
+                text += f" ({_met(value, goal)})"
+            shown.append(text)
+        goal_text = f"≤ {goal:g} s" if goal is not None else ""
+        lines.append(f"| {title} | {goal_text} | " + " | ".join(shown) + " |")
+
+    row("**per-cell overhead** (cell wall time − its own work)", goals["per_cell_overhead_s"],
+        ("cells", "all", "overhead_s"))  # fmt: skip
+    for status in ("ok", "unavailable", "failed"):
+        row(f"– {status} cells", goals["per_cell_overhead_s"],
+            ("cells", "by_status", status, "overhead_s"))  # fmt: skip
+    for key, title in (
+        ("snakemake_gap_s", "– Snakemake between jobs (job done, scheduling, job start)"),
+        ("launcher_start_imports_s", "– launcher: Python start, script preamble, imports"),
+        ("child_spawn_imports_s", "– child: spawn, Python start, imports (torch)"),
+        ("child_exit_and_record_s", "– child exit, record built and written"),
+        ("work_s", "the cell's own work (a 16×16 matmul; the availability check)"),
+    ):
+        row(title, None, ("cells", "all", key))
+    row("Snakemake with nothing to do (parse, DAG, file checks)", None,
+        ("cells", "snakemake_noop_s"))  # fmt: skip
+    row(f"**aggregate + tables + figures + reports**, {records} records, "
+        "`snakemake --cores 1 results/report.md`", goals["downstream_s"],
+        ("downstream", "wall_s"))  # fmt: skip
+    row("the same without Snakemake's own start-up (each run's, from the trace)",
+        goals["downstream_s"], ("downstream", "wall_without_snakemake_startup_s"))  # fmt: skip
+    row("– Snakemake's start-up: imports and executor plugins, until it reads the Snakefile",
+        None, ("downstream", "snakemake_fixed", "startup_s"))  # fmt: skip
+    row("– Snakemake parses the Snakefile and builds the DAG of the up-to-date cells",
+        None, ("downstream", "snakemake_fixed", "parse_and_dag_s"))  # fmt: skip
+    row("– Snakemake between the jobs", None, ("downstream", "jobs", "between_jobs_s"))
+    row("– the jobs' Python start and imports", None, ("downstream", "jobs", "start_imports_s"))
+    row("– the jobs' work", None, ("downstream", "jobs", "work_s"))
+    row("`snakemake --version` (start-up alone, timed apart)", None,
+        ("snakemake_start", "wall_s"))  # fmt: skip
+    jobs = ", ".join(
+        f"{x}: {_dig(runs[x], 'downstream', 'jobs', 'jobs'):g} jobs "
+        f"({', '.join(_dig(runs[x], 'downstream', 'by_rule') or {})})"
+        for x in labels
+        if _dig(runs[x], "downstream", "jobs", "jobs") is not None
+    )
+    counts = _dig(runs[labels[-1]], "downstream", "records_by_status") or {}
+    lines += [
+        "",
+        "How: **cells** runs a matrix of cells that do almost nothing (one 16×16 matmul on "
+        "cpu, mps and cuda; mps and cuda are unavailable here; one cpu repeat fails on "
+        "purpose) through `snakemake --cores 1`, with a tracer (`sitecustomize`) that "
+        "timestamps every process and phase boundary. **Downstream** makes "
+        + ", ".join(f"{n} {status}" for status, n in counts.items())
+        + " records from the measured H200 records in `docs/measured/` and the cells' "
+        "records (device, batch size, repeat and values varied), builds their data sets, "
+        "and times `snakemake --cores 1 results/report.md` with every cell up to date"
+        + (f" ({jobs})" if jobs else "")
+        + ".",
+        "",
+    ]
+    slurm = [
+        (x, runs[x]["snakemake_start"])
+        for x in labels
+        if _dig(runs[x], "snakemake_start", "scontrol_show_config_s") is not None
+    ]
+    if slurm:
+        lines += [
+            "Snakemake's start-up includes the Slurm executor plugin (installed in this "
+            "environment), which runs `scontrol show config` when it is imported, by every "
+            "`snakemake`, local runs too. `scontrol show config` alone, timed before each "
+            "label's runs: "
+            + "; ".join(
+                f"{x}: {s['scontrol_show_config_s']:.1f} s (exit {s['scontrol_show_config_rc']})"
+                for x, s in slurm
+            )
+            + ". It waits for a controller where Slurm's client tools and config are "
+            "installed but no controller answers (exit 1), as on this shared machine at "
+            "times; hence the row without Snakemake's start-up.",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def update_readme(path: Path, section: str) -> None:
+    """Replace (or append) the ``## Workflow overhead`` section, leaving the others alone."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    pattern = re.compile(rf"^{re.escape(SECTION_HEADING)}\n.*?(?=^## |\Z)", re.M | re.S)
+    block = section.rstrip("\n") + "\n\n"
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text.rstrip("\n") + "\n")
