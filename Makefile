@@ -1,34 +1,60 @@
 # Two entry points for a fresh clone:
-#   make report   set up .venv and run the default matrix -> results/report.md
-#   make test     set up .venv (with test tools) and run the test suite
+#   make report   set up .venv (runtime only) and run the default matrix -> results/report.md
+#   make test     add the test tools to .venv and run the fast test suite (starts no daemon)
+# More: make test-slow (every real-process test), make test-cluster (a real single-node
+# Slurm: installs and starts daemons, root only), make lint, make rerun-failed.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.trainbench-installed
+RUNTIME := $(VENV)/.trainbench-runtime
+DEV := $(VENV)/.trainbench-dev
+SLURM := $(VENV)/.trainbench-slurm
+PYTEST_ARGS ?=
 
-.PHONY: setup report test lint clean rerun-failed
+.PHONY: setup report test test-slow test-cluster lint clean rerun-failed
 
-$(STAMP): pyproject.toml
+# The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
 
-setup: $(STAMP)
+$(DEV): $(RUNTIME)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(DEV)
+
+$(SLURM): $(DEV)
+	$(BIN)/python -m pip install --quiet -e ".[slurm]"
+	touch $(SLURM)
+
+setup: $(DEV)
 
 # CONFIG="configs/a.yaml configs/b.yaml" adds config files over config.yaml; they are
 # checked first (missing file, YAML error with its line: one clear line each).
 # recover.py only acts after a killed run: it removes a stale lock when no
 # Snakemake runs here (SIGINT/SIGTERM need nothing: rerun-incomplete reruns the cell).
-report: $(STAMP)
+report: $(RUNTIME)
 	@$(BIN)/python scripts/check_config.py config.yaml $(CONFIG)
 	$(BIN)/python scripts/recover.py
 	$(BIN)/snakemake --cores 1 results/report.md $(if $(CONFIG),--configfile $(CONFIG))
 
-test: $(STAMP)
-	$(BIN)/pytest
+# The fast suite: unit tests and one end-to-end run of a tiny matrix.
+test: $(DEV)
+	$(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
 
-lint: $(STAMP)
+# Every test with real processes, signals and workflows, but no cluster.
+test-slow: $(DEV)
+	$(BIN)/pytest -m "slow and not cluster" $(PYTEST_ARGS)
+
+# Installs (apt) and starts a single-node Slurm with munge, MariaDB and slurmdbd on
+# this machine, runs the workflow through Snakemake's Slurm executor, then stops what
+# it started. Needs root; CI runs it.
+test-cluster: $(SLURM)
+	@echo "test-cluster: this installs (apt) and starts a single-node Slurm (munge, MariaDB, slurmdbd, slurmctld, slurmd) on this machine; needs root."
+	TRAINBENCH_REQUIRE_CLUSTER=1 $(BIN)/pytest -m cluster $(PYTEST_ARGS)
+
+lint: $(DEV)
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check .
 	$(BIN)/ruff check .
@@ -40,7 +66,7 @@ clean:
 # Rerun exactly the failed cells (all devices, or DEVICE=mps; INCLUDE_UNAVAILABLE=1 adds
 # the unavailable ones) and rebuild what depends on them; cells no longer in the
 # config are skipped and listed.
-rerun-failed: $(STAMP)
-	@cells=$$($(BIN)/python scripts/failed_runs.py $(if $(DEVICE),--device $(DEVICE)) $(if $(INCLUDE_UNAVAILABLE),--include-unavailable)) || exit 1; \
+rerun-failed: $(RUNTIME)
+	@cells=$$($(BIN)/python scripts/failed_runs.py $(if $(DEVICE),--device $(DEVICE)) $(if $(INCLUDE_UNAVAILABLE),--include-unavailable) $(if $(CONFIG),--configfile $(CONFIG))) || exit 1; \
 	if [ -z "$$cells" ]; then echo "rerun-failed: nothing to rerun"; \
-	else $(BIN)/snakemake --cores 1 results/report.md --forcerun $$cells; fi
+	else $(BIN)/snakemake --cores 1 results/report.md $(if $(CONFIG),--configfile $(CONFIG)) --forcerun $$cells; fi

@@ -11,6 +11,10 @@ include: "rules/setup.smk"
 configfile: "config.yaml"
 
 
+# The description at the top of `snakemake --report`.
+report: "rules/captions/workflow.rst"
+
+
 # common.smk checks the config first, so a bad key gets a short message naming it.
 include: "rules/common.smk"
 

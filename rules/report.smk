@@ -9,11 +9,26 @@ rule report:
         figures=expand("results/figures/{name}.png", name=FIGURE_NAMES),
         template=workflow_path(TEMPLATES / "report.md.j2"),
         workload_template=workflow_path(TEMPLATES / "workload_report.md.j2"),
-        code=package_code("report.py", "tables.py"),
+        code=package_code("report.py", "tables.py", "html.py"),
     output:
-        index=report("results/report.md", category="Reports"),
+        index="results/report.md",
         workload_reports=[
-            report(f"results/reports/{workload}.md", category="Reports")
+            f"results/reports/{workload}.md" for workload in REPORTED_WORKLOADS
+        ],
+        # The same reports as HTML pages, shown in place by `snakemake --report`.
+        index_html=report(
+            "results/html/report.html",
+            caption="captions/report.rst",
+            category="1. Verdicts",
+            labels={"report": "all workloads"},
+        ),
+        workload_html=[
+            report(
+                f"results/html/{workload}.html",
+                caption="captions/workload_report.rst",
+                category="1. Verdicts",
+                labels={"report": workload},
+            )
             for workload in REPORTED_WORKLOADS
         ],
     log:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 # This checkout's trainbench first (Snakemake appends the script folder last).
 sys.path.insert(0, snakemake.scriptdir)
+from trainbench.html import write_html  # noqa: E402
 from trainbench.report import render_report, render_workload_report  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
@@ -33,3 +34,11 @@ render_report(
     index,
 )
 logging.info("wrote %s", index)
+write_html(index, snakemake.output.index_html, "trainbench report")
+for workload, source, page in zip(
+    snakemake.params.workloads,
+    snakemake.output.workload_reports,
+    snakemake.output.workload_html,
+    strict=True,
+):
+    write_html(source, page, f"trainbench: {workload}")

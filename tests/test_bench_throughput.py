@@ -175,6 +175,7 @@ def test_a_target_is_met_or_missed_only_when_the_interval_says_so(rounds, verdic
     assert check["interval"] == "range of 3 paired rounds"
 
 
+@pytest.mark.slow
 def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):
     variants = ["harness", "bare"]
     cases = {"image_cnn": {"batch_sizes": [8], "variants": variants, "settings": TINY_CNN}}

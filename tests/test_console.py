@@ -82,6 +82,7 @@ def test_the_summary_names_the_verdicts_the_warnings_and_the_report(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_the_console_of_a_run_is_one_line_per_job_and_a_summary(tmp_path):
     workflow = copy_workflow(tmp_path / "wf")
     write_config(workflow / "config.yaml", tiny_config(devices=["cpu", "mps"]))

@@ -16,7 +16,7 @@ from helpers import (
 )
 from trainbench.records import read_record
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TARGET = "results/report.md"
 
 # matmul cells fail at their start; the training faults need the training loop.

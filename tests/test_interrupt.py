@@ -15,7 +15,7 @@ import pytest
 from helpers import copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TARGET = "results/report.md"
 
 

@@ -12,7 +12,7 @@ from helpers import copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
 from trainbench.tables import read_table
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 TARGET = "results/report.md"
 CNN = {

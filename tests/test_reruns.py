@@ -28,7 +28,7 @@ from helpers import (
 )
 from trainbench.records import read_record
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TARGET = "results/report.md"
 
 

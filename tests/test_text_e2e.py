@@ -9,7 +9,7 @@ from helpers import copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
 from trainbench.textdata import PROPOSAL_LABELS
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 TARGET = "results/reports/text_multilabel.md"
 

@@ -146,6 +146,7 @@ def test_tiny_matrix_end_to_end(workflow):
     assert "Nothing to be done" in output_of(again)
 
 
+@pytest.mark.slow
 def test_crashing_cell_is_a_failed_record_not_a_failed_workflow(workflow):
     config = tiny_config(
         devices=["cpu"],
@@ -199,6 +200,7 @@ def cpu_hog():
     proc.wait()
 
 
+@pytest.mark.slow
 def test_a_cpu_hog_during_a_cell_marks_it_disturbed_and_the_report_warns(workflow, cpu_hog):
     config = tiny_config(devices=["cpu"])
     config["workloads"] = {"image_cnn": config["workloads"]["image_cnn"]}

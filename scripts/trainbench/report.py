@@ -229,6 +229,46 @@ LABELS = KEYS + cols(
 )  # fmt: skip
 
 
+def _energy_flags(r: Row) -> str:
+    runs = (("disturbed_runs", "disturbed"), ("short_window_runs", "short window"))
+    return _counted((r.get(k), w) for k, w in runs)
+
+
+ENERGY = KEYS + cols(
+    ("runs", "n", "i"), ("J/sample (median)", "joules_per_sample", "n"),
+    ("interval", lambda r: _iv(r.get("jps_low"), r.get("jps_high"), r.get("interval")), "i"),
+    ("samples/J", "samples_per_joule", "n"), ("energy ratio", "energy_ratio", "x"),
+    ("ratio interval", lambda r: _iv(r.get("energy_ratio_low"), r.get("energy_ratio_high"),
+                                     r.get("energy_ratio_interval"), "x"), "i"),
+    ("verdict", "verdict"), ("domains", "domains"), ("mean W", "mean_watts", "n"),
+    ("idle W", "idle_watts", "n"), ("quality", _energy_flags), ("reason", "reason"),
+)  # fmt: skip
+
+
+def energy_rows(rows: Sequence[Row]) -> list[Row]:
+    """The energy table's rows with something measured or a verdict to give: a device
+    whose counters were all unavailable is left out (its note is its energy line)."""
+    return [r for r in rows if _value(r.get("n")) or not _value(r.get("unavailable"))]
+
+
+def energy_lines(rows: Sequence[Row]) -> list[str]:
+    """One line per device, in the table's order: the domains it measured and its
+    ``unavailable`` note, each distinct text once (selected, never computed)."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        entry = found.setdefault(_s(r, "device"), {"domains": [], "notes": []})
+        for key, column in (("domains", "domains"), ("notes", "unavailable")):
+            text = _value(r.get(column))
+            if text and text not in entry[key]:
+                entry[key].append(text)
+    lines = []
+    for device, entry in found.items():
+        parts = [f"measured {' / '.join(entry['domains'])}"] if entry["domains"] else []
+        parts += entry["notes"] or ([] if parts else [f"no energy measured on {device}"])
+        lines.append(_escape(f"**{device}**: " + "; ".join(parts)))
+    return lines
+
+
 TASK = KEYS + cols(
     ("runs", "n", "i"), ("metric", "primary_metric"), ("best (median)", "best_metric", "n"),
     ("interval", lambda r: _iv(r.get("best_low"), r.get("best_high"), r.get("interval")), "t"),
@@ -420,6 +460,7 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "skipped": [{k: _escape(_t(v)) for k, v in r.items()} for r in t["skipped"]],
         "verdicts": verdict_lines(t),
         "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s")),
+        "energy_lines": energy_lines(t["energy"]),
         "intervals": interval_kinds(t["speedup"]),
         "crossover": table(t["crossover"], CROSSOVER),
         "collapse": table(t["collapse"], COLLAPSE),
@@ -480,6 +521,8 @@ def render_workload_report(
         "speed": table(t["speedup"], speed_columns("samples/s")),
         "intervals": interval_kinds(t["speedup"], t["eval_speed"]),
         "eval_speed": table(t["eval_speed"], speed_columns("eval samples/s")),
+        "energy": table(energy_rows(t["energy"]), ENERGY),
+        "energy_lines": energy_lines(t["energy"]),
         "checklists": [_checklist(r) for r in t["verification"]],
         "numerics": table(t["verification"], NUMERICS),
         "epochs": table(t["epoch_summary"], epoch_columns(t["epoch_summary"])),
