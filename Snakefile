@@ -32,7 +32,7 @@ include: "rules/report.smk"
 rule all:
     default_target: True
     input:
-        "results/report.md",
+        f"{RESULTS}/report.md",
 
 
 # On a cluster (profiles/slurm) only cells and data sets are Slurm jobs; every other

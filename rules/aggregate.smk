@@ -5,14 +5,14 @@ rule aggregate:
         included=included_records(),
         code=package_code("aggregate.py", "records.py"),
     output:
-        runs="results/tables/runs.csv",
-        matmul="results/tables/matmul.csv",
-        epochs="results/tables/epochs.csv",
-        per_label_runs="results/tables/per_label_runs.csv",
-        environments="results/tables/environments.csv",
-        skipped="results/tables/skipped.csv",
+        runs=f"{RESULTS}/tables/runs.csv",
+        matmul=f"{RESULTS}/tables/matmul.csv",
+        epochs=f"{RESULTS}/tables/epochs.csv",
+        per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
+        environments=f"{RESULTS}/tables/environments.csv",
+        skipped=f"{RESULTS}/tables/skipped.csv",
     log:
-        "results/logs/aggregate.log",
+        f"{RESULTS}/logs/aggregate.log",
     conda:
         "../envs/trainbench.yaml"
     params:
@@ -27,17 +27,19 @@ rule statistics:
     stability and noise flags, repeats, parity, memory, crossover, verdicts, warnings.
     """
     input:
-        runs="results/tables/runs.csv",
-        epochs="results/tables/epochs.csv",
-        per_label_runs="results/tables/per_label_runs.csv",
-        matmul="results/tables/matmul.csv",
+        runs=f"{RESULTS}/tables/runs.csv",
+        epochs=f"{RESULTS}/tables/epochs.csv",
+        per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
+        matmul=f"{RESULTS}/tables/matmul.csv",
         code=package_code("stats", "tables.py", "published.py"),
     output:
         tables=expand(
-            "results/tables/{name}.{ext}", name=PUBLISHED_TABLES, ext=("csv", "md")
+            f"{RESULTS}/tables/{{name}}.{{ext}}",
+            name=PUBLISHED_TABLES,
+            ext=("csv", "md"),
         ),
     log:
-        "results/logs/statistics.log",
+        f"{RESULTS}/logs/statistics.log",
     conda:
         "../envs/trainbench.yaml"
     params:

@@ -48,6 +48,14 @@ def workload_info(workload):
     return registry_info(workload, config["workloads"][workload])
 
 
+# Each config's results in a folder of its own: results/<run_name>/ (results/ if none).
+RUN_NAME = config.get("run_name") or ""
+RESULTS = f"results/{RUN_NAME}" if RUN_NAME else "results"
+# The config files this run was read from: config.yaml, then each --configfile over it.
+CONFIG_FILES = ["config.yaml"] + [
+    workflow_path(p) for p in workflow.configfiles if workflow_path(p) != "config.yaml"
+]
+
 CELLS = tbconfig.expand_matrix(config)  # every cell's first `repeats.min` repeats
 WORKLOADS = tbconfig.enabled_workloads(config)
 # Training workloads get a verification report of their own (seed-000 form).
@@ -69,7 +77,7 @@ wildcard_constraints:
 
 
 def record_path(cell):
-    return f"results/runs/{cell.relpath}/metrics.json"
+    return f"{RESULTS}/runs/{cell.relpath}/metrics.json"
 
 
 def planned_cells(workload, below=None):
@@ -111,7 +119,7 @@ def known_records():
     paths = [record_path(c) for c in CELLS]
     for workload in WORKLOADS:
         for rep in range(REPEATS[workload]["min"], REPEATS[workload]["max"]):
-            plan = Path(f"results/rounds/{workload}/rep{rep}.json")
+            plan = Path(f"{RESULTS}/rounds/{workload}/rep{rep}.json")
             if not plan.exists():
                 break
             for device, bs in json.loads(plan.read_text())["cells"]:
@@ -127,7 +135,7 @@ def mark_tables_stale_when_records_are_missing():
     stale (their mtime set to the epoch): the next run rebuilds the missing records,
     then the tables, figures and reports, and never counts a record that is not there.
     """
-    runs_csv = Path("results/tables/runs.csv")
+    runs_csv = Path(f"{RESULTS}/tables/runs.csv")
     if runs_csv.exists() and any(not Path(p).exists() for p in known_records()):
         os.utime(runs_csv, (0, 0))
 
@@ -141,7 +149,7 @@ def round_inputs(wildcards):
 
 
 def data_dir(workload):
-    return f"results/data/{workload}"
+    return f"{RESULTS}/data/{workload}"
 
 
 def data_input(wildcards):

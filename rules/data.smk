@@ -1,9 +1,9 @@
 rule prepare_data:
     """Build a workload's data set once; every device and repeat reads the same artifact."""
     output:
-        "results/data/{workload}/meta.json",
+        f"{RESULTS}/data/{{workload}}/meta.json",
     log:
-        "results/logs/data/{workload}.log",
+        f"{RESULTS}/logs/data/{{workload}}.log",
     # Data first: every cell of the workload waits for it.
     priority: TOP_PRIORITY + 1
     conda:

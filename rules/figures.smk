@@ -7,54 +7,54 @@ rule figures:
     """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory and energy figures,
     drawn from the published tables (and each run's raw value as a dot)."""
     input:
-        tables=expand("results/tables/{name}.csv", name=PUBLISHED_TABLES),
-        runs="results/tables/runs.csv",
-        epochs="results/tables/epochs.csv",
-        matmul="results/tables/matmul.csv",
+        tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
+        runs=f"{RESULTS}/tables/runs.csv",
+        epochs=f"{RESULTS}/tables/epochs.csv",
+        matmul=f"{RESULTS}/tables/matmul.csv",
         code=package_code("figures", "tables.py"),
     output:
         throughput=report(
-            "results/figures/throughput.png",
+            f"{RESULTS}/figures/throughput.png",
             caption="captions/throughput.rst",
             category="Throughput",
         ),
         speedup=report(
-            "results/figures/speedup.png",
+            f"{RESULTS}/figures/speedup.png",
             caption="captions/speedup.rst",
             category="Speedup",
         ),
         epoch_time=report(
-            "results/figures/epoch_time.png",
+            f"{RESULTS}/figures/epoch_time.png",
             caption="captions/epoch_time.rst",
             category="Stability",
         ),
         loss=report(
-            "results/figures/loss.png",
+            f"{RESULTS}/figures/loss.png",
             caption="captions/loss.rst",
             category="Accuracy parity",
         ),
         per_label=report(
-            "results/figures/per_label.png",
+            f"{RESULTS}/figures/per_label.png",
             caption="captions/per_label.rst",
             category="Accuracy parity",
         ),
         matmul=report(
-            "results/figures/matmul.png",
+            f"{RESULTS}/figures/matmul.png",
             caption="captions/matmul.rst",
             category="Crossover",
         ),
         memory=report(
-            "results/figures/memory.png",
+            f"{RESULTS}/figures/memory.png",
             caption="captions/memory.rst",
             category="Memory",
         ),
         energy=report(
-            "results/figures/energy.png",
+            f"{RESULTS}/figures/energy.png",
             caption="captions/energy.rst",
             category="Energy",
         ),
     log:
-        "results/logs/figures.log",
+        f"{RESULTS}/logs/figures.log",
     conda:
         "../envs/trainbench.yaml"
     script:

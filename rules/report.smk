@@ -3,28 +3,28 @@ rule report:
     form), in one job, from the published tables only (no training, no statistics:
     a template change rebuilds only these)."""
     input:
-        tables=expand("results/tables/{name}.csv", name=PUBLISHED_TABLES),
-        environments="results/tables/environments.csv",
-        skipped="results/tables/skipped.csv",
-        figures=expand("results/figures/{name}.png", name=FIGURE_NAMES),
+        tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
+        environments=f"{RESULTS}/tables/environments.csv",
+        skipped=f"{RESULTS}/tables/skipped.csv",
+        figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURE_NAMES),
         template=workflow_path(TEMPLATES / "report.md.j2"),
         workload_template=workflow_path(TEMPLATES / "workload_report.md.j2"),
         code=package_code("report.py", "tables.py", "html.py"),
     output:
-        index="results/report.md",
+        index=f"{RESULTS}/report.md",
         workload_reports=[
-            f"results/reports/{workload}.md" for workload in REPORTED_WORKLOADS
+            f"{RESULTS}/reports/{workload}.md" for workload in REPORTED_WORKLOADS
         ],
         # The same reports as HTML pages, shown in place by `snakemake --report`.
         index_html=report(
-            "results/html/report.html",
+            f"{RESULTS}/html/report.html",
             caption="captions/report.rst",
             category="1. Verdicts",
             labels={"report": "all workloads"},
         ),
         workload_html=[
             report(
-                f"results/html/{workload}.html",
+                f"{RESULTS}/html/{workload}.html",
                 caption="captions/workload_report.rst",
                 category="1. Verdicts",
                 labels={"report": workload},
@@ -32,10 +32,12 @@ rule report:
             for workload in REPORTED_WORKLOADS
         ],
     log:
-        "results/logs/report.log",
+        f"{RESULTS}/logs/report.log",
     conda:
         "../envs/trainbench.yaml"
     params:
         workloads=REPORTED_WORKLOADS,
+        config_files=CONFIG_FILES,
+        run_name=RUN_NAME,
     script:
         "../scripts/report.py"

@@ -3,11 +3,11 @@ rule run_cell:
     input:
         data=data_input,
     output:
-        "results/runs/{workload}/{device}/bs{batch_size}/rep{rep}/metrics.json",
+        f"{RESULTS}/runs/{{workload}}/{{device}}/bs{{batch_size}}/rep{{rep}}/metrics.json",
     log:
-        "results/logs/runs/{workload}/{device}/bs{batch_size}/rep{rep}.log",
+        f"{RESULTS}/logs/runs/{{workload}}/{{device}}/bs{{batch_size}}/rep{{rep}}.log",
     benchmark:
-        "results/benchmarks/runs/{workload}/{device}/bs{batch_size}/rep{rep}.tsv"
+        f"{RESULTS}/benchmarks/runs/{{workload}}/{{device}}/bs{{batch_size}}/rep{{rep}}.tsv"
     # Repeat k of every device before repeat k + 1 of any (interleaved rounds).
     priority: cell_priority
     conda:
@@ -33,9 +33,9 @@ checkpoint plan_round:
     input:
         round_inputs,
     output:
-        "results/rounds/{workload}/rep{rep}.json",
+        f"{RESULTS}/rounds/{{workload}}/rep{{rep}}.json",
     log:
-        "results/logs/rounds/{workload}/rep{rep}.log",
+        f"{RESULTS}/logs/rounds/{{workload}}/rep{{rep}}.log",
     priority: TOP_PRIORITY + 1
     conda:
         "../envs/trainbench.yaml"

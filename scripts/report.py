@@ -13,6 +13,8 @@ from trainbench.report import render_report, render_workload_report  # noqa: E40
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 inputs = {Path(path).stem: path for path in snakemake.input.tables}
 inputs.update(
+    config_files=list(snakemake.params.config_files),
+    run_name=snakemake.params.run_name,
     environments=snakemake.input.environments,
     skipped=snakemake.input.skipped,
     figures=list(snakemake.input.figures),

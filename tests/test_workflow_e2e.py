@@ -252,3 +252,18 @@ def test_bad_config_stops_before_any_job_with_a_short_message(workflow, case):
     assert "Traceback" not in out
     assert len(out.splitlines()) < 15, out
     assert not (workflow / "results").exists()
+
+
+@pytest.mark.slow
+def test_a_named_run_keeps_its_results_apart_and_names_its_config_files(workflow):
+    write_config(workflow / "config.yaml", tiny_config(devices=["cpu"]))
+    other = tiny_config(devices=["cpu"], run_name="small")
+    other["workloads"] = {"matmul": other["workloads"]["matmul"]}
+    write_config(workflow / "small.yaml", {"run_name": "small", "workloads": other["workloads"]})
+    # No target: the default target is the run's own report.
+    proc = run_snakemake(workflow, "--cores", "1", "--configfile", "small.yaml", timeout=240)
+    assert proc.returncode == 0, output_of(proc)[-4000:]
+    report = (workflow / "results/small/report.md").read_text()
+    assert "Config: `config.yaml`, overridden by `small.yaml`; run name `small`." in report
+    assert (workflow / "results/small/runs/matmul/cpu/bs1/rep0/metrics.json").exists()
+    assert not (workflow / "results/runs").exists()  # the default run's folder is untouched

@@ -20,7 +20,13 @@ from pathlib import Path
 from .tables import compact, read_table
 
 # INFO messages without an event worth a line (the rest is scheduler chatter).
-PASSED_MESSAGES = ("Nothing to be done", "Complete log", "Building DAG of jobs")
+PASSED_MESSAGES = (
+    "Nothing to be done",
+    "Complete log",
+    "Building DAG of jobs",
+    "Lints for",
+    "Congratulations",
+)
 SUMMARY_VERDICTS = 12  # at most this many verdict lines in the closing summary
 
 

@@ -445,7 +445,18 @@ def _shared(t: Mapping[str, list[Row]], inputs: Mapping, output: Any, first: lis
         "attention": table(t["attention"], ATTENTION),
         "figures": _links(inputs.get("figures"), output),
         "tables_md": _tables(inputs, output, ".md"),
+        "provenance": provenance_line(inputs),
     }
+
+
+def provenance_line(inputs: Mapping[str, Any]) -> str:
+    """Which config files (and run name) produced this report."""
+    files = [f"`{f}`" for f in inputs.get("config_files") or []]
+    if not files:
+        return ""
+    text = "Config: " + files[0] + (f", overridden by {', '.join(files[1:])}" if files[1:] else "")
+    name = inputs.get("run_name")
+    return text + (f"; run name `{name}`." if name else ".")
 
 
 def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:

@@ -82,9 +82,9 @@ def select_records(
     return chosen
 
 
-def matrix_cells(configfiles: list[str]) -> set[str] | None:
-    """Every cell (and every repeat it may get) of the config the workflow would use:
-    config.yaml, then each --configfile over it, as Snakemake merges them."""
+def read_config(configfiles: list[str]) -> dict | None:
+    """The config the workflow would use: config.yaml, then each --configfile over
+    it, as Snakemake merges them (None when a file is missing)."""
     from snakemake.utils import update_config
 
     from . import config as tbconfig
@@ -94,8 +94,16 @@ def matrix_cells(configfiles: list[str]) -> set[str] | None:
         if not Path(name).exists():
             return None
         update_config(merged, yaml.safe_load(Path(name).read_text()) or {})
-    tbconfig.validate_config(merged)
-    return {cell.relpath for cell in tbconfig.expand_matrix(merged, reps="max")}
+    return tbconfig.validate_config(merged)
+
+
+def matrix_cells(config: dict | None) -> set[str] | None:
+    """Every cell (and every repeat it may get) of ``config``."""
+    from . import config as tbconfig
+
+    if config is None:
+        return None
+    return {cell.relpath for cell in tbconfig.expand_matrix(config, reps="max")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Print the records of cells to run again, for `snakemake --forcerun`.",
         epilog="snakemake --cores 1 results/report.md --forcerun $(python scripts/failed_runs.py --device mps)",
     )
-    parser.add_argument("--results", default="results", help="results folder (default: results)")
+    parser.add_argument(
+        "--results", help="results folder (default: results/, or results/<run_name>/ of the config)"
+    )
     parser.add_argument("--device", help="only this device (mps, cuda, cpu, cpu-t4, ...)")
     parser.add_argument("--workload", help="only this workload")
     parser.add_argument("--error-class", help="only this failure class (oom, signal, ...)")
@@ -122,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of paths")
     args = parser.parse_args(argv)
-    matrix = matrix_cells(["config.yaml", *args.configfile])
+    config = read_config(["config.yaml", *args.configfile])
+    matrix = matrix_cells(config)
+    run_name = (config or {}).get("run_name")
+    results = args.results or (f"results/{run_name}" if run_name else "results")
     chosen = select_records(
-        args.results,
+        results,
         args.device,
         args.workload,
         args.error_class,
