@@ -3,7 +3,7 @@ rule aggregate:
     input:
         records=all_records,
         included=included_records(),
-        code=package_code("aggregate.py", "records.py"),
+        code=package_code("aggregate.py", "records.py", "setups.py"),
     output:
         runs=f"{RESULTS}/tables/runs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
@@ -11,6 +11,7 @@ rule aggregate:
         per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
         environments=f"{RESULTS}/tables/environments.csv",
         skipped=f"{RESULTS}/tables/skipped.csv",
+        setups=f"{RESULTS}/tables/setups.csv",
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:
@@ -31,6 +32,7 @@ rule statistics:
         epochs=f"{RESULTS}/tables/epochs.csv",
         per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
+        setups=f"{RESULTS}/tables/setups.csv",
         code=package_code("stats", "tables.py", "published.py"),
     output:
         tables=expand(
@@ -46,5 +48,6 @@ rule statistics:
         devices=DEVICE_ORDER,
         baseline=config["report"]["baseline_device"],
         repeats=REPEATS,
+        parity_margins=config["report"]["parity_margins"],
     script:
         "../scripts/compute_statistics.py"

@@ -12,7 +12,12 @@ from trainbench.records import RecordError  # noqa: E402
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 paths = list(snakemake.input.records) + list(snakemake.input.included)
 try:
-    tables = write_tables(paths, snakemake.output, skip_invalid=snakemake.params.skip_invalid)
+    tables = write_tables(
+        paths,
+        snakemake.output,
+        skip_invalid=snakemake.params.skip_invalid,
+        own=snakemake.input.records,
+    )
 except RecordError as error:  # one line naming the file and the fix, no traceback
     logging.error("%s", error)
     sys.exit(f"trainbench: {error}")

@@ -161,3 +161,25 @@ def test_bad_record_stops_aggregation_naming_the_file(tmp_path, content, fragmen
     skipped = pd.read_csv(outputs["skipped"])
     assert skipped["record"].tolist() == [str(bad)]
     assert fragment in skipped["reason"].iloc[0]
+
+
+def test_records_of_different_setups_are_split_never_compared(tmp_path):
+    """An MNIST run merged with a synthetic-image run: two workloads, and the reason."""
+    mnist = record(host="mac", rate=100.0) | {
+        "spec": {"seed": 0, "workload_settings": {"data": {"source": "mnist_idx"}}}
+    }
+    synthetic = record(device="cuda", host="h200", rate=900.0) | {
+        "spec": {"seed": 0, "workload_settings": {"data": {"source": "synthetic"}}}
+    }
+    paths = [write(tmp_path, "a", mnist), write(tmp_path, "b", synthetic)]
+    records, _ = aggregate.load_records(paths)
+    tables = aggregate.build_tables(records, own={paths[0]})
+    names = dict(zip(tables["runs"]["device"], tables["runs"]["workload"], strict=True))
+    assert names["cpu"] == "image_cnn"  # this run's own setup keeps the name
+    assert names["cuda"] == "image_cnn [data.source=synthetic]"
+    (note,) = tables["setups"].to_dict("records")
+    assert note["setups"] == 2 and "never compared" in note["reason"]
+    published = publish(tables, devices={})
+    assert published["speedup"]["speedup"].dropna().tolist() == [1.0, 1.0]  # no cross ratio
+    kinds = published["warnings"]["kind"].tolist()
+    assert "split setups" in kinds

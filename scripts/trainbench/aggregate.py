@@ -16,6 +16,9 @@ import numpy as np
 import pandas as pd
 
 from .records import RecordError, atomic_write_text, read_record
+from .setups import label_setups
+
+SETUP_COLUMNS = ["workload", "setups", "split_into", "reason"]
 
 # Energy over the timed training regions (trainbench.trackers.energy): see _energy_facts.
 ENERGY_DOMAINS = ("gpu", "cpu", "dram", "ane")
@@ -542,7 +545,11 @@ def _pool_environments(env: pd.DataFrame) -> pd.DataFrame:
     return pooled.sort_values(["host", "device"]).reset_index(drop=True)
 
 
-def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
+def build_tables(
+    records: list[tuple[str, dict]], own: set[str] | None = None
+) -> dict[str, pd.DataFrame]:
+    """The record tables of ``records``; ``own``: the paths of this run's own records
+    (the rest came from aggregate.include_results)."""
     runs = pd.DataFrame([run_row(r, src) for src, r in records], columns=RUN_COLUMNS)
     matmul = pd.DataFrame([row for src, r in records for row in matmul_rows(r, src)])
     epochs = pd.DataFrame([row for src, r in records for row in epoch_rows(r, src)])
@@ -556,15 +563,20 @@ def build_tables(records: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
         "environments": _environments(records),
     }
     label_machines(tables, records)
+    notes = label_setups(tables, records, own)
+    tables["setups"] = pd.DataFrame(notes, columns=SETUP_COLUMNS)
     tables["environments"] = _pool_environments(tables["environments"])
     return tables
 
 
 def write_tables(
-    record_paths: Iterable[str], outputs: Mapping[str, str], skip_invalid: bool = False
+    record_paths: Iterable[str],
+    outputs: Mapping[str, str],
+    skip_invalid: bool = False,
+    own: Iterable[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     records, skipped = load_records(record_paths, skip_invalid)
-    tables = build_tables(records)
+    tables = build_tables(records, {str(p) for p in own} if own is not None else None)
     tables["skipped"] = pd.DataFrame(skipped, columns=["record", "reason"])
     for name, frame in tables.items():
         if name in outputs.keys():  # noqa: SIM118 - `in` on a Snakemake Namedlist tests values

@@ -26,7 +26,15 @@ PUBLISHED_TABLES = (
 )
 
 # The record tables the aggregate rule writes from metrics.json files.
-RECORD_TABLES = ("runs", "epochs", "per_label_runs", "matmul", "environments", "skipped")
+RECORD_TABLES = (
+    "runs",
+    "epochs",
+    "per_label_runs",
+    "matmul",
+    "environments",
+    "skipped",
+    "setups",
+)
 
 # results/figures/<name>.png, drawn by trainbench.figures from the tables above.
 FIGURE_NAMES = (

@@ -429,6 +429,7 @@ def _workload_sections(t: Mapping[str, list[Row]], reports: Mapping[str, str]) -
             "baseline": _s(r, "baseline"), "devices": _list(r.get("devices")),
             "counts": _counts_text(r), "repeats": low if low == high else f"{low}–{high}",
             "report": reports.get(name), "matmul": table(_of(t["matmul_summary"], name), MATMUL),
+            "setup": _s(r, "setup"),
         })  # fmt: skip
     return sections
 
@@ -528,6 +529,7 @@ def render_workload_report(
         "seed": info.seed if info else "?",
         "baseline": _t((overview or {}).get("baseline")),
         "records_line": _counts_text(overview),
+        "setup": _s(overview or {}, "setup"),
         "verdicts": [_escape(_verdict_line(r, False)) for r in t["verdicts"]],
         "speed": table(t["speedup"], speed_columns("samples/s")),
         "intervals": interval_kinds(t["speedup"], t["eval_speed"]),

@@ -1,6 +1,8 @@
 """Peak and initial memory from the ``memory`` table, one panel per device: the measuring
 methods (CUDA allocator peak, sampled MPS memory, host RSS) differ, so panels must not
-be compared with each other; each panel names its method."""
+be compared with each other; each panel names its method. Below each, the memory after
+every epoch (``epoch_summary``: reserved/driver memory where the backend has it, else
+process RSS), dashed where the ``memory`` table flags growth."""
 
 from __future__ import annotations
 
@@ -107,6 +109,57 @@ def _panel(ax: Axes, device: str, rows: pd.DataFrame, width: float, st: Style) -
     )  # fmt: skip
 
 
+GROWTH_COLUMNS = ("memory_reserved_bytes", "memory_process_rss_bytes")
+
+
+def _epoch_rows(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per-epoch medians of the growth measure (``epoch_summary``), and its name."""
+    frame = data.table(tables, "epoch_summary")
+    column = next((c for c in GROWTH_COLUMNS if data.has(frame, c)), None)
+    if column is None or not data.has(frame, "workload", "device", "batch_size", "epoch"):
+        return pd.DataFrame()
+    frame = data.numeric(frame, "batch_size", "epoch", *GROWTH_COLUMNS)
+    frame["value"] = frame[GROWTH_COLUMNS[0]] if column == GROWTH_COLUMNS[0] else np.nan
+    frame["value"] = frame["value"].where(frame["value"].notna(), frame.get(GROWTH_COLUMNS[1]))
+    frame = frame[frame["value"] > 0].copy()
+    for name in ("workload", "device"):
+        frame[name] = data.strings(frame, name)
+    return frame
+
+
+def _epoch_panel(ax: Axes, device: str, rows: pd.DataFrame, flagged: set, st: Style) -> None:
+    """Memory after each epoch's evaluation (reserved/driver memory, else process RSS),
+    one line per workload × batch size; lines whose growth the memory table flags are
+    marked."""
+    if rows.empty:
+        ax.set_axis_off()
+        return
+    top = float(rows["value"].max())
+    unit, scale = ("GiB", GIB) if top >= 2 * GIB else ("MiB", MIB)
+    keys = sorted(set(zip(rows["workload"], rows["batch_size"], strict=True)))
+    for workload, bs in keys:
+        line = rows[(rows["workload"] == workload) & (rows["batch_size"] == bs)]
+        line = line.sort_values("epoch")
+        grows = (workload, device, int(bs)) in flagged
+        ax.plot(
+            line["epoch"], line["value"] / scale, marker="o", markersize=3,
+            linestyle="-" if not grows else "--", color=device_color(device),
+            label=f"{workload} bs {int(bs)}" + ("  (grows every epoch)" if grows else ""),
+        )  # fmt: skip
+    ax.set_xlabel("epoch", fontsize=8.5 * st.font_scale)
+    ax.set_ylabel(f"after each epoch ({unit})", fontsize=8.5 * st.font_scale)
+    ax.legend(fontsize=7 * st.font_scale, frameon=False)
+
+
+def _flagged(tables: Mapping[str, pd.DataFrame]) -> set:
+    frame = data.table(tables, "memory")
+    if not data.has(frame, "growth"):
+        return set()
+    grows = frame[data.strings(frame, "growth").str.lower().isin(["true", "1", "1.0"])]
+    return {(str(w), str(d), int(b)) for w, d, b in zip(
+        grows["workload"], grows["device"], grows["batch_size"], strict=True)}  # fmt: skip
+
+
 def _legend(fig: Figure, rows: pd.DataFrame) -> None:
     counts = sorted({int(n) for n in rows["n"] if np.isfinite(n)})
     of = f" of {' or '.join(map(str, counts))} runs" if counts else ""
@@ -128,10 +181,13 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
     devices = device_order({base_device(x) for x in rows["device"]})
     groups = [(d, rows[rows["device"] == d]) for d in devices]
     widths = [max(2.6, UNIT_W * _positions(g)[3] + 1.0) for _, g in groups]
-    fig = new_figure((sum(widths) + 0.4, 5.2), st)
-    axes = fig.subplots(1, len(groups), squeeze=False, width_ratios=widths).ravel()
-    for ax, (device, group), width in zip(axes, groups, widths, strict=True):
-        _panel(ax, device, group, width, st)
+    epochs, flagged = _epoch_rows(tables), _flagged(tables)
+    fig = new_figure((max(sum(widths) + 0.4, 6.5), 8.4), st)  # room for the legend
+    axes = fig.subplots(2, len(groups), squeeze=False, width_ratios=widths, height_ratios=[3, 2])
+    for col, ((device, group), width) in enumerate(zip(groups, widths, strict=True)):
+        _panel(axes[0, col], device, group, width, st)
+        mine = epochs[epochs["device"] == device] if not epochs.empty else epochs
+        _epoch_panel(axes[1, col], device, mine, flagged, st)
     _legend(fig, rows)
     fig.suptitle(title if len(groups) > 1 or st.title else f"Memory on {devices[0]}")
     return fig

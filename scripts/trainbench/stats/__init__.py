@@ -9,7 +9,8 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.energy` — ``energy`` (joules per sample, energy ratio and its verdict);
 * :mod:`.quality` — ``stability``, ``warnings``;
 * :mod:`.repeats` — ``repeats`` and :func:`next_round` (adaptive repeats);
-* :mod:`.accuracy` — ``parity``, ``per_label``, ``epoch_summary``;
+* :mod:`.accuracy` — ``per_label``, ``epoch_summary``, ``task``;
+* :mod:`.parity` — ``parity`` (an equivalence test with a margin per workload);
 * :mod:`.memory` — ``memory``, ``collapse``;
 * :mod:`.crossover` — ``crossover``;
 * :mod:`.verdicts` — ``verification``, ``verdicts``;
@@ -93,12 +94,14 @@ def publish(
     devices: Mapping[str, Sequence[str]],
     baseline: str | None = None,
     repeats: Mapping[str, Mapping] | None = None,
+    parity_margins: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every published table, keyed by the names in :data:`PUBLISHED_TABLES` (in that
     order), from the record tables ``runs``, ``epochs``, ``per_label_runs`` and
     ``matmul`` (any may be missing or empty). ``devices[workload]`` is the config's
     device order (the first is the default baseline), ``baseline`` the configured
-    ``report.baseline_device``, ``repeats[workload]`` its repeat settings."""
+    ``report.baseline_device``, ``repeats[workload]`` its repeat settings,
+    ``parity_margins`` the configured ``report.parity_margins`` (see :mod:`.parity`)."""
     runs = fr.prepare_runs(tables.get("runs"))
     epochs, matmul = tables.get("epochs"), tables.get("matmul")
     baselines = fr.choose_baselines(runs, devices, baseline, matmul)
@@ -115,15 +118,15 @@ def publish(
     out["repeats"] = repeats_table(runs, out["speedup"], baselines, repeats)
     out["per_label"] = per_label_table(tables.get("per_label_runs"), baselines)
     out["task"] = task_table(runs, training)
-    out["parity"] = parity_table(runs[runs["workload"].isin(training)], baselines)
-    out["memory"] = memory_table(runs)
+    out["parity"] = parity_table(runs[runs["workload"].isin(training)], baselines, parity_margins)
+    out["memory"] = memory_table(runs, epochs)
     out["matmul_summary"] = matmul_summary(matmul, baselines)
     out["crossover"] = crossover_table(out["speedup"], out["matmul_summary"])
     out["collapse"] = collapse_table(runs)
     out["epoch_summary"] = epoch_summary_table(epochs)
     out["verification"] = verification_table(runs, training)
     out["verdicts"] = verdicts_table(runs, out["speedup"], out["parity"], baselines, training)
-    out["warnings"] = warnings_table(runs, matmul)
+    out["warnings"] = warnings_table(runs, matmul, tables.get("setups"), out["memory"])
     out["overview"] = overview_table(runs, devices, baselines, kinds)
     out["attention"] = attention_table(runs)
     return {name: out[name] for name in PUBLISHED_TABLES}

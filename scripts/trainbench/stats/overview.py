@@ -27,7 +27,7 @@ from . import frames as fr
 
 OVERVIEW_COLUMNS = [
     "workload", "kind", "baseline", "devices", "records", "ok", "failed", "unavailable",
-    "repeats_min", "repeats_max", "commits",
+    "repeats_min", "repeats_max", "commits", "setup",
 ]  # fmt: skip
 ATTENTION_COLUMNS = [
     "status",
@@ -71,6 +71,8 @@ def overview_table(
                 "repeats_min": int(per_cell.min()) if len(per_cell) else pd.NA,
                 "repeats_max": int(per_cell.max()) if len(per_cell) else pd.NA,
                 "commits": ";".join(sorted(set(commits[g.index]) - {""})),
+                # what was measured: data set and model, from the records (trainbench.setups)
+                "setup": " | ".join(sorted(set(fr.text(g, "setup_text")) - {""})),
             }  # fmt: skip
         )
     if rows:

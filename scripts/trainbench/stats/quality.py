@@ -61,7 +61,7 @@ STABILITY_TAIL = [
 ]  # fmt: skip
 STABILITY_COLUMNS = STABILITY_HEAD + STABILITY_TAIL
 WARNING_KINDS = (
-    "numerics", "disturbed", "short window", "eval short window", "no steady state", "slowdown",
+    "split setups", "numerics", "memory growth", "disturbed", "short window", "eval short window", "no steady state", "slowdown",
     "noisy", "bimodal",
 )  # fmt: skip
 WARNING_COLUMNS = ["kind", "workload", "device", "batch_size", "rep", "detail"]
@@ -359,10 +359,28 @@ def _numerics_warnings(runs: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def warnings_table(runs: pd.DataFrame, matmul: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The ``warnings`` table; see the module docstring."""
+def warnings_table(
+    runs: pd.DataFrame,
+    matmul: pd.DataFrame | None = None,
+    setups: pd.DataFrame | None = None,
+    memory: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The ``warnings`` table; see the module docstring. ``setups``: the record table of
+    workloads split because their records came from different setups (kind "split
+    setups": never compared with each other)."""
     runs = fr.prepare_runs(runs)
-    rows = _numerics_warnings(runs) + _record_warnings(runs)
+    rows = [
+        {"kind": "split setups", "workload": str(row["workload"]), "device": "",
+         "batch_size": pd.NA, "rep": pd.NA, "detail": f"{row['reason']}: {row['split_into']}"}
+        for _, row in (setups if setups is not None else pd.DataFrame()).iterrows()
+    ]  # fmt: skip
+    rows += _numerics_warnings(runs) + _record_warnings(runs)
+    growing = memory[fr.flag(memory, "growth")] if memory is not None and not memory.empty else []
+    rows += [
+        {"kind": "memory growth", "workload": row["workload"], "device": row["device"],
+         "batch_size": row["batch_size"], "rep": pd.NA, "detail": row["growth_detail"]}
+        for _, row in (growing.iterrows() if len(growing) else [])
+    ]  # fmt: skip
     for (w, d), ev in sorted(_evidence(runs, matmul).items()):
         for kind in ("noisy", "bimodal"):
             if ev[kind]:
