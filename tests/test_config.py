@@ -84,7 +84,12 @@ def _set(config: dict, dotted: str, value) -> None:
 
 BAD_CONFIGS = [
     # (id, dotted key, value, fragments the message must contain)
-    ("unknown-workload", "workloads.resnet", {}, ["`workloads.resnet`", "image_cnn", "matmul", "entry"]),
+    (
+        "unknown-workload",
+        "workloads.resnet",
+        {},
+        ["`workloads.resnet`", "image_cnn", "matmul", "entry"],
+    ),
     ("unknown-device", "devices", ["cpu", "tpu"], ["devices[1]", "'tpu'", "cpu, mps, cuda"]),
     (
         "workload-device",
@@ -425,3 +430,35 @@ def test_workload_cpu_threads_make_thread_devices_for_that_workload_only(schema_
     assert list(iter_device_ids(config)) == ["cpu-t1", "cpu-t2", "cpu"]
     assert cell_spec(config, Cell("image_cnn", "cpu-t1", 8, 0))["device_settings"]["threads"] == 1
     assert cell_spec(config, Cell("matmul", "cpu", 1, 0))["device_settings"]["threads"] is None
+
+
+def test_compile_modes_can_be_set_per_backend(schema_defaults_config):
+    config = copy.deepcopy(schema_defaults_config)
+    config["devices"] = ["cpu", "cuda"]
+    config["workloads"]["image_cnn"].update(
+        compile={"cuda": ["eager", "reduce-overhead"]}, warmup_steps=3
+    )
+    ids = [v.id for v in device_variants(validate_config(config), workload="image_cnn")]
+    assert ids == ["cpu", "cuda", "cuda-compile-reduce-overhead"]  # no cpu CUDA graphs
+
+
+@pytest.mark.parametrize(
+    "text, backend, threads, mode, fallback, hardware",
+    [
+        ("cpu", "cpu", None, None, False, None),
+        ("cpu-t4-compile-max-autotune", "cpu", 4, "max-autotune", False, None),
+        ("cuda-compile", "cuda", None, "default", False, None),
+        ("mps+cpu-fallback", "mps", None, None, True, None),
+        ("cpu@Intel Xeon Platinum 8480+", "cpu", None, None, False, "Intel Xeon Platinum 8480+"),
+        ("mps@Apple M3 Max+cpu-fallback", "mps", None, None, True, "Apple M3 Max"),
+    ],
+)
+def test_one_device_id_grammar_parses_and_formats(text, backend, threads, mode, fallback, hardware):
+    from trainbench.device_ids import DeviceId
+
+    parsed = DeviceId.parse(text)
+    assert (parsed.backend, parsed.threads, parsed.compile) == (backend, threads, mode)
+    assert (parsed.fallback, parsed.hardware) == (fallback, hardware)
+    assert DeviceId.parse(parsed.format()) == parsed
+    for bad in ("gpu", "mps-t2", "cuda-compile-fast", "CPU"):
+        assert not DeviceId.is_valid(bad)

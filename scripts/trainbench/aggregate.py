@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from .device_ids import backend_of
 from .records import RecordError, atomic_write_text, read_record
 from .setups import label_setups
 
@@ -444,7 +445,7 @@ def short_cpu_name(name: str) -> str:
 
 
 def _is_cuda(record: dict) -> bool:
-    backend = record.get("backend") or str(record["cell"]["device"]).split("-")[0]
+    backend = record.get("backend") or backend_of(str(record["cell"]["device"]))
     return backend == "cuda"
 
 

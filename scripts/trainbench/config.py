@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +20,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .device_ids import DeviceId
+
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
-BACKENDS = ("cpu", "mps", "cuda")
 # torch.compile compiles on the first call and reduce-overhead records CUDA graphs
 # on the next ones: all of that must happen before the timed steps.
 MIN_COMPILE_WARMUP_STEPS = 3
@@ -150,24 +150,18 @@ class DeviceVariant:
     compile: str | None = None  # torch.compile mode; None = eager
 
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-DEVICE_ID = re.compile(
-    r"^(?P<backend>cpu|mps|cuda)(?:-t(?P<threads>[1-9]\d*))?"
-    r"(?P<compile>-compile(?:-(?P<mode>" + "|".join(m for m in COMPILE_MODES[1:]) + r"))?)?$"
-)
-
-
-def compile_suffix(mode: str | None) -> str:
-    if not mode or mode == "eager":
-        return ""
-    return "-compile" if mode == "default" else f"-compile-{mode}"
-
-
-def compile_modes(config: dict, workload: str | None) -> list[str | None]:
-    """The workload's torch.compile variants (None = eager); microbenchmarks have none."""
+def compile_modes(
+    config: dict, workload: str | None, backend: str | None = None
+) -> list[str | None]:
+    """The workload's torch.compile variants on ``backend`` (None = eager):
+    ``compile`` is one list for every device, or one list per backend
+    ({cuda: [eager, reduce-overhead]} asks for CUDA graphs on CUDA alone);
+    microbenchmarks have none."""
     if workload is None:
         return [None]
     modes = config["workloads"][workload].get("compile") or ["eager"]
+    if isinstance(modes, dict):
+        modes = modes.get(backend) or ["eager"]
     return [None if m == "eager" else m for m in modes]
 
 
@@ -206,9 +200,10 @@ def device_variants(
                 bases = [("cpu", threads[0] if isinstance(threads, list) else threads)]
         else:
             bases = [(backend, None)]
-        for base, n in bases:
-            for mode in compile_modes(config, workload):
-                variants.append(DeviceVariant(base + compile_suffix(mode), backend, n, mode))
+        for _, n in bases:
+            for mode in compile_modes(config, workload, backend):
+                device = DeviceId(backend, n if len(bases) > 1 else None, mode)
+                variants.append(DeviceVariant(device.format(), backend, n, mode))
     return variants
 
 
@@ -269,19 +264,15 @@ def iter_device_ids(config: dict) -> Iterator[str]:
 
 def find_variant(config: dict, device_id: str) -> DeviceVariant:
     """The variant a device id names: cpu-t4 is the CPU with 4 threads, cuda-compile
-    is CUDA with torch.compile's default mode."""
-    match = DEVICE_ID.match(device_id)
-    if not match or (match["threads"] and match["backend"] != "cpu"):
-        raise ConfigError(
-            f"device {device_id!r} is not a device id (cpu, cpu-t<N>, mps, cuda, "
-            "each optionally followed by -compile or -compile-<mode>)"
-        )
-    backend = match["backend"]
-    mode = (match["mode"] or "default") if match["compile"] else None
-    if backend != "cpu":
-        return DeviceVariant(device_id, backend, None, mode)
-    if match["threads"]:
-        return DeviceVariant(device_id, "cpu", int(match["threads"]), mode)
+    is CUDA with torch.compile's default mode (trainbench.device_ids's grammar)."""
+    try:
+        parsed = DeviceId.parse(device_id)
+    except ValueError as error:
+        raise ConfigError(f"device {error}") from None
+    if parsed.fallback or parsed.hardware:
+        raise ConfigError(f"device {device_id!r} is a record label, not a column of the matrix")
+    if parsed.backend != "cpu" or parsed.threads:
+        return DeviceVariant(device_id, parsed.backend, parsed.threads, parsed.compile)
     threads = config["device_settings"]["cpu"]["threads"]
     if (
         isinstance(threads, list)
@@ -293,7 +284,7 @@ def find_variant(config: dict, device_id: str) -> DeviceVariant:
             f"{threads} makes one device per count (cpu-t<N>)"
         )
     return DeviceVariant(
-        device_id, "cpu", threads[0] if isinstance(threads, list) else threads, mode
+        device_id, "cpu", threads[0] if isinstance(threads, list) else threads, parsed.compile
     )
 
 

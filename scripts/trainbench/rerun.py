@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from .device_ids import backend_of
 from .records import RecordError, read_record
 
 
@@ -63,7 +64,7 @@ def select_records(
     chosen = Selection()
     for path in sorted(runs.glob("*/*/bs*/rep*/metrics.json")):
         wl, dev = path.parts[-5], path.parts[-4]
-        if (device and dev != device and dev.split("-")[0] != device) or (
+        if (device and dev != device and backend_of(dev) != device) or (
             workload and wl != workload
         ):
             continue

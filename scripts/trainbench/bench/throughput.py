@@ -43,6 +43,7 @@ import yaml
 from .. import config as tbconfig
 from .. import workloads
 from ..context import make_context
+from ..device_ids import BACKENDS, COMPILE_MODES, DeviceId
 from ..devices import cpu_model_name
 from ..environment import package_versions
 from ..records import atomic_write_json, atomic_write_text
@@ -90,9 +91,9 @@ class Variant:
         if runner == "hf_trainer" or not mode.startswith("compile"):
             raise SuiteError(f"variant {entry!r}: only harness/bare take :compile[-<mode>]")
         compile_mode = mode.removeprefix("compile").removeprefix("-") or "default"
-        if compile_mode not in tbconfig.COMPILE_MODES:
+        if compile_mode not in COMPILE_MODES:
             raise SuiteError(
-                f"variant {entry!r}: unknown compile mode; known: {', '.join(tbconfig.COMPILE_MODES)}"
+                f"variant {entry!r}: unknown compile mode; known: {', '.join(COMPILE_MODES)}"
             )
         return cls(runner, compile_mode)
 
@@ -100,9 +101,9 @@ class Variant:
     def name(self) -> str:
         if self.label:
             return self.label
-        return self.runner + (
-            f":{tbconfig.compile_suffix(self.compile)[1:]}" if self.compile else ""
-        )
+        # the compile part of a device id: "cuda-compile-reduce-overhead" -> "compile-reduce-overhead"
+        suffix = DeviceId("cuda", compile=self.compile).format().removeprefix("cuda-")
+        return self.runner + (f":{suffix}" if self.compile else "")
 
 
 # ----------------------------------------------------------------------------- suite
@@ -116,8 +117,8 @@ def load_suite(path: str | Path) -> dict:
     for key in ("name", "device", "cases"):
         if key not in suite:
             raise SuiteError(f"{path}: `{key}` is missing")
-    if suite["device"] not in tbconfig.BACKENDS:
-        raise SuiteError(f"{path}: `device` must be one of {', '.join(tbconfig.BACKENDS)}")
+    if suite["device"] not in BACKENDS:
+        raise SuiteError(f"{path}: `device` must be one of {', '.join(BACKENDS)}")
     suite.setdefault("rounds", 3)
     suite.setdefault("device_settings", {})
     for name, case in suite["cases"].items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +37,7 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
+from ..device_ids import DeviceId  # noqa: E402
 from ..records import current_umask  # noqa: E402
 
 FALLBACK_SUFFIX = "+cpu-fallback"
@@ -90,7 +90,6 @@ def theme(st: Style) -> None:
 
 # ----------------------------------------------------------------------------- devices
 
-_CPU_THREADS = re.compile(r"^cpu-t(\d+)$")
 _CPU_PLAIN = "#5b7186"  # slate blue-grey
 _CPU_LIGHT = np.array([0.60, 0.66, 0.72])  # cpu-t1: light grey-blue
 _CPU_DARK = np.array([0.10, 0.22, 0.45])  # cpu-t64 and up: dark blue
@@ -109,44 +108,34 @@ def base_device(label: str) -> str:
     return label[: -len(FALLBACK_SUFFIX)] if is_fallback(label) else label
 
 
-def _device_id(label: str) -> str:
-    """The device id without the fallback mark and without a hardware suffix (``cpu@Xeon``)."""
-    return base_device(label).split("@", 1)[0]
+def _parsed(label: str) -> DeviceId | None:
+    try:
+        return DeviceId.parse(str(label))
+    except ValueError:
+        return None
 
 
 def device_color(device: str) -> str:
     """A fixed colour per device id (the same in every figure): cpu and cpu-t* in
     grey-blues (darker with more threads), mps orange, cuda green, others by name."""
-    device = _device_id(device)
-    if device == "cpu":
-        return _CPU_PLAIN
-    match = _CPU_THREADS.match(device)
-    if match:
-        pos = min(math.log2(max(int(match.group(1)), 1)) / 6.0, 1.0)
+    parsed = _parsed(device)
+    if parsed is None:
+        name = base_device(device)
+        return _OTHER[sum(name.encode()) % len(_OTHER)]
+    if parsed.backend == "cpu" and parsed.threads:
+        pos = min(math.log2(max(parsed.threads, 1)) / 6.0, 1.0)
         return to_hex(_CPU_LIGHT + (_CPU_DARK - _CPU_LIGHT) * pos)
-    if device == "mps":
-        return _MPS
-    if device == "cuda" or device.startswith("cuda:"):
-        return _CUDA
-    return _OTHER[sum(device.encode()) % len(_OTHER)]
+    return {"cpu": _CPU_PLAIN, "mps": _MPS, "cuda": _CUDA}[parsed.backend]
 
 
 def device_key(label: str) -> tuple:
     """Sort key: cpu (by thread count), mps, cuda, then others; fallback after its device."""
-    device = _device_id(label)
-    full = base_device(label)
-    match = _CPU_THREADS.match(device)
-    if device == "cpu":
-        group = (0, 0)
-    elif match:
-        group = (0, int(match.group(1)))
-    elif device == "mps":
-        group = (1, 0)
-    elif device.startswith("cuda"):
-        group = (2, 0)
-    else:
-        group = (3, 0)
-    return (*group, device, full, is_fallback(label))
+    parsed = _parsed(label)
+    if parsed is None:
+        return (3, 0, base_device(label), str(label), is_fallback(label))
+    group = {"cpu": 0, "mps": 1, "cuda": 2}[parsed.backend]
+    column = parsed.column.format()
+    return (group, parsed.threads or 0, column, base_device(label), parsed.fallback)
 
 
 def device_order(labels: Iterable[str]) -> list[str]:

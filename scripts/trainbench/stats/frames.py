@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..device_ids import column_of
 from ..tables import compact
 
 KEYS = ["workload", "device", "batch_size"]
@@ -116,7 +117,7 @@ def groups(data: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, np.ndarray]:
 
 def matches(device: str, ident: str) -> bool:
     """A device matches a configured id when it equals it or is ``id@hardware``."""
-    return device == ident or device.startswith(ident + "@")
+    return device == ident or column_of(device) == ident
 
 
 def resolve(ident: str | None, candidates: Iterable[str]) -> str | None:
