@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .device_ids import backend_of
+from .record_view import Energy, Host, RecordView, Result, view_record
 from .records import RecordError, atomic_write_text, read_record
 from .setups import label_setups
 
@@ -56,57 +57,46 @@ RUN_COLUMNS = [
 ]  # fmt: skip
 
 
-def _get(mapping: Mapping | None, *keys, default=None):
-    value = mapping
-    for key in keys:
-        if not isinstance(value, Mapping) or key not in value:
-            return default
-        value = value[key]
-    return value
-
-
 def _load_avg(value) -> float | None:
     return value[0] if isinstance(value, list) and value else None
 
 
-def _speed_facts(result: dict) -> dict:
+def _speed_facts(result: Result) -> dict:
     """The measurement window of a training result (docs/statistics.md section 1)."""
-    timed, steady = result.get("timed") or {}, result.get("steady_state") or {}
-    epochs = result.get("epochs") or []
-    full = [e["timed_seconds"] for e in epochs if e.get("full_epoch")]
-    outliers = result.get("outliers") or {}
+    timed, steady, outliers = result.timed, result.steady_state, result.outliers
+    full = [e["timed_seconds"] for e in result.epochs if e.get("full_epoch")]
     return {
-        "samples_per_s": timed.get("samples_per_s"),
-        "window_steps": timed.get("steps"),
-        "window_samples": timed.get("samples"),
-        "window_seconds": timed.get("seconds"),
-        "short_window": timed.get("short_window"),
-        "steady_state": steady.get("classification"),
-        "steady_start_step": steady.get("start_step"),
-        "warmup_steps": _get(result, "settings", "warmup_steps"),
-        "warmup_seconds": _get(result, "warmup", "seconds"),
-        "first_step_seconds": _get(result, "warmup", "first_step_seconds"),
-        "step_p50_s": _get(result, "step_latency_s", "p50"),
-        "step_p90_s": _get(result, "step_latency_s", "p90"),
-        "step_cv": _get(result, "step_latency_s", "cv"),
-        "step_robust_cv": _get(result, "step_latency_s", "robust_cv"),
-        "outlier_steps": (outliers.get("high_mild") or 0) + (outliers.get("high_severe") or 0)
+        "samples_per_s": timed.samples_per_s,
+        "window_steps": timed.steps,
+        "window_samples": timed.samples,
+        "window_seconds": timed.seconds,
+        "short_window": timed.short_window,
+        "steady_state": steady.classification,
+        "steady_start_step": steady.start_step,
+        "warmup_steps": result.settings.warmup_steps,
+        "warmup_seconds": result.warmup.seconds,
+        "first_step_seconds": result.warmup.first_step_seconds,
+        "step_p50_s": result.step_latency_s.p50,
+        "step_p90_s": result.step_latency_s.p90,
+        "step_cv": result.step_latency_s.cv,
+        "step_robust_cv": result.step_latency_s.robust_cv,
+        "outlier_steps": (outliers.high_mild or 0) + (outliers.high_severe or 0)
         if outliers
         else None,
-        "outlier_steps_severe": outliers.get("high_severe"),
-        "outlier_seconds_share": outliers.get("high_seconds_share"),
-        "data_wait_per_step_s": _get(result, "data_wait", "per_step_mean_s"),
-        "eval_samples_per_s": _get(result, "eval", "samples_per_s"),
-        "eval_warm_seconds": _get(result, "eval", "warm", "seconds"),
-        "eval_warm_passes": _get(result, "eval", "warm", "passes"),
-        "eval_cold_seconds": _get(result, "eval", "cold_seconds"),
-        "eval_short_window": _get(result, "eval", "short_window"),
+        "outlier_steps_severe": outliers.high_severe if outliers else None,
+        "outlier_seconds_share": outliers.high_seconds_share if outliers else None,
+        "data_wait_per_step_s": result.data_wait.per_step_mean_s,
+        "eval_samples_per_s": result.eval.samples_per_s,
+        "eval_warm_seconds": result.eval.warm.seconds,
+        "eval_warm_passes": result.eval.warm.passes,
+        "eval_cold_seconds": result.eval.cold_seconds,
+        "eval_short_window": result.eval.short_window,
         "epoch_seconds_median": float(np.median(full)) if full else None,
-        "full_epochs": len(full) if epochs else None,
+        "full_epochs": len(full) if result.epochs else None,
     }
 
 
-def _energy_facts(result: dict) -> dict:
+def _energy_facts(energy: Energy | None) -> dict:
     """The record's ``energy`` (training results): energy_status ok / short window /
     unavailable and energy_reason (why, or which domains were not measured); the window
     (seconds, regions, samples of the timed training regions, step 0 excluded);
@@ -115,52 +105,51 @@ def _energy_facts(result: dict) -> dict:
     per domain its joules and status (absent: not a domain of this device); the eval
     regions' total and status; idle_watts (all readable domains, before step 0); the
     GPU's temperature and enforced power limit before and after (NVML)."""
-    energy = result.get("energy") or {}
-    if not energy:
+    if energy is None:
         return {}
-    domains = energy.get("domains") or {}
     facts = {
-        "energy_status": energy.get("status"),
-        "energy_reason": energy.get("reason"),
-        "energy_window_seconds": energy.get("window_seconds"),
-        "energy_regions": energy.get("regions"),
-        "energy_samples": energy.get("samples"),
-        "energy_joules": energy.get("total_joules"),
-        "joules_per_sample": energy.get("joules_per_sample"),
-        "samples_per_joule": energy.get("samples_per_joule"),
-        "energy_mean_watts": energy.get("mean_watts"),
-        "energy_domains": energy.get("measured") or None,
-        "eval_energy_joules": _get(energy, "eval", "total_joules"),
-        "eval_energy_status": _get(energy, "eval", "status"),
-        "idle_watts": _get(energy, "idle", "total_watts"),
+        "energy_status": energy.status,
+        "energy_reason": energy.reason,
+        "energy_window_seconds": energy.window_seconds,
+        "energy_regions": energy.regions,
+        "energy_samples": energy.samples,
+        "energy_joules": energy.total_joules,
+        "joules_per_sample": energy.joules_per_sample,
+        "samples_per_joule": energy.samples_per_joule,
+        "energy_mean_watts": energy.mean_watts,
+        "energy_domains": energy.measured or None,
+        "eval_energy_joules": energy.eval.total_joules,
+        "eval_energy_status": energy.eval.status,
+        "idle_watts": energy.idle.total_watts,
     }
-    for name, domain in domains.items():
+    for name, domain in energy.domains.items():
         facts[f"energy_{name}_joules"] = domain.get("joules")
         facts[f"energy_{name}_status"] = domain.get("status")
     for when in ("before", "after"):
-        state = _get(energy, "gpu_state", when) or {}
-        facts[f"gpu_temp_{when}_c"] = state.get("temperature_c")
-        facts[f"gpu_power_limit_{when}_w"] = state.get("power_limit_w")
+        state = getattr(energy.gpu_state, when)
+        facts[f"gpu_temp_{when}_c"] = state.temperature_c
+        facts[f"gpu_power_limit_{when}_w"] = state.power_limit_w
     return facts
 
 
-def _host_facts(result: dict) -> dict:
-    host = result.get("host") or {}
+def _host_facts(host: Host | None) -> dict:
+    if host is None:
+        return {"disturbed": None}
     return {
-        "other_cpu_cores": host.get("other_cpu_cores"),
-        "load_avg_start": _load_avg(host.get("load_avg_start")),
-        "load_avg_end": _load_avg(host.get("load_avg_end")),
-        "disturbed": host.get("disturbed") if host else None,
-        "logical_cores": host.get("logical_cores"),
+        "other_cpu_cores": host.other_cpu_cores,
+        "load_avg_start": _load_avg(host.load_avg_start),
+        "load_avg_end": _load_avg(host.load_avg_end),
+        "disturbed": host.disturbed,
+        "logical_cores": host.logical_cores,
     }
 
 
-def _verification_facts(result: dict, settings: dict) -> dict:
-    verification = result.get("verification") or {}
+def _verification_facts(verification: Mapping, settings: Mapping) -> dict:
+    amp = settings.get("amp") or {}
     return {
         "torch_threads": settings.get("torch_threads"),
-        "autocast_dtype": _get(settings, "amp", "dtype"),
-        "grad_scaler": _get(settings, "amp", "scaler"),
+        "autocast_dtype": amp.get("dtype"),
+        "grad_scaler": amp.get("scaler"),
         "all_on_device": verification.get("all_on_device"),
         "autocast_active": verification.get("autocast_active"),
         "cpu_fallback_ops": ";".join(verification.get("cpu_fallback_ops") or []),
@@ -175,7 +164,7 @@ def _verification_facts(result: dict, settings: dict) -> dict:
     }
 
 
-def _numerics_facts(numerics: dict | None) -> dict:
+def _numerics_facts(numerics: Mapping | None) -> dict:
     """The numerical canary (trainbench.canary): status (pass, fail, error; None
     when the record has no canary), the failed ops, the largest relative error over
     the ops and the largest error/tolerance ratio (infinite for a non-finite output),
@@ -203,72 +192,70 @@ def _numerics_facts(numerics: dict | None) -> dict:
     }
 
 
-def _op_error(op: dict) -> float | None:
+def _op_error(op: Mapping) -> float | None:
     """An op's relative error; infinity where its output was not finite."""
     if op.get("finite") is False:
         return float("inf")
     return op.get("max_rel_error")
 
 
-def _task_facts(result: dict) -> dict:
-    task = result.get("task") or {}
+def _task_facts(result: Result) -> dict:
+    task, settings, memory = result.task, result.settings, result.memory
     return {
-        "primary_metric": task.get("primary_metric"),
-        "higher_is_better": task.get("higher_is_better"),
-        "final_metric": task.get("final"),
-        "best_metric": task.get("best"),
-        "best_epoch": task.get("best_epoch"),
-        "final_loss": task.get("final_loss"),
-        "micro_f1": task.get("micro_f1"),
-        "macro_f1": task.get("macro_f1"),
-        "memory_initial_bytes": _get(result, "memory", "device", "initial_bytes"),
-        "memory_peak_bytes": _get(result, "memory", "device", "peak_bytes"),
-        "memory_method": _get(result, "memory", "device", "method"),
-        "memory_limit_bytes": _get(result, "memory", "limit_bytes"),
-        "model_name": _get(result, "model", "name"),
-        "parameters": _get(result, "model", "parameters"),
-        "gradient_accumulation": _get(result, "settings", "gradient_accumulation"),
-        "effective_batch_size": _get(result, "settings", "effective_batch_size"),
-        "epochs": _get(result, "settings", "epochs"),
-        "learning_rate": _get(result, "settings", "optimizer_options", "lr"),
-        "max_length": _get(result, "settings", "max_length"),
-        "optimizer": _get(result, "settings", "optimizer"),
-        "mining_seconds": _get(result, "mining", "seconds"),
+        "primary_metric": task.primary_metric,
+        "higher_is_better": task.higher_is_better,
+        "final_metric": task.final,
+        "best_metric": task.best,
+        "best_epoch": task.best_epoch,
+        "final_loss": task.final_loss,
+        "micro_f1": task.micro_f1,
+        "macro_f1": task.macro_f1,
+        "memory_initial_bytes": memory.device.initial_bytes,
+        "memory_peak_bytes": memory.device.peak_bytes,
+        "memory_method": memory.device.method,
+        "memory_limit_bytes": memory.limit_bytes,
+        "model_name": result.model.name,
+        "parameters": result.model.parameters,
+        "gradient_accumulation": settings.gradient_accumulation,
+        "effective_batch_size": settings.effective_batch_size,
+        "epochs": settings.epochs,
+        "learning_rate": settings.optimizer_options.lr,
+        "max_length": settings.max_length,
+        "optimizer": settings.optimizer,
+        "mining_seconds": result.mining.seconds,
     }
 
 
-def run_row(record: dict, source: str) -> dict:
-    cell = record["cell"]
-    result = record.get("result") or {}
-    error = record.get("error") or {}
-    env = record.get("environment") or {}
-    attempts = record.get("attempts") or []
+def run_row(record: Mapping, source: str) -> dict:
+    """The ``runs`` row of one record (every status)."""
+    r = view_record(record)
+    result, env = r.result, r.environment
     row = {
-        "workload": cell["workload"],
-        "device": cell["device"],
-        "device_label": record.get("device_label", cell["device"]),
-        "backend": record.get("backend"),
-        "batch_size": cell["batch_size"],
-        "rep": cell["rep"],
-        "status": record["status"],
-        "error_class": error.get("class"),
-        "error_message": error.get("message"),
-        "reason": record.get("reason"),
-        "attempts": len(attempts),
-        "failed_attempts": sum(a.get("status") == "failed" for a in attempts),
-        **(_speed_facts(result) if result.get("kind") == "training" else {}),
-        **(_energy_facts(result) if result.get("kind") == "training" else {}),
-        **_host_facts(result),
+        "workload": r.cell.workload,
+        "device": r.cell.device,
+        "device_label": r.device_label or r.cell.device,
+        "backend": r.backend,
+        "batch_size": r.cell.batch_size,
+        "rep": r.cell.rep,
+        "status": r.status,
+        "error_class": r.error.class_,
+        "error_message": r.error.message,
+        "reason": r.reason,
+        "attempts": len(r.attempts),
+        "failed_attempts": sum(a.get("status") == "failed" for a in r.attempts),
+        **(_speed_facts(result) if result.is_training else {}),
+        **(_energy_facts(result.energy) if result.is_training else {}),
+        **_host_facts(result.host),
         **_task_facts(result),
-        **_verification_facts(result, record.get("settings_in_force") or {}),
-        **_numerics_facts(record.get("numerics")),
-        "host": env.get("host"),
-        "cpu_model": env.get("cpu_model"),
-        "device_name": _get(env, "device", "name"),
-        "slurm_job_id": env.get("slurm_job_id"),
-        "torch_version": env.get("torch_version"),
-        "git_commit": env.get("git_commit"),
-        "config_hash": env.get("config_hash"),
+        **_verification_facts(result.verification, r.settings_in_force),
+        **_numerics_facts(r.numerics),
+        "host": env.host,
+        "cpu_model": env.cpu_model,
+        "device_name": env.device.name,
+        "slurm_job_id": env.slurm_job_id,
+        "torch_version": env.torch_version,
+        "git_commit": env.git_commit,
+        "config_hash": env.config_hash,
         "record": source,
     }
     return {column: row.get(column) for column in RUN_COLUMNS}
@@ -278,26 +265,33 @@ def _joined(values) -> str | None:
     return ";".join(map(str, values)) if values else None
 
 
-def _cell_keys(record: dict) -> dict:
-    cell = record["cell"]
+def _cell_keys(r: RecordView) -> dict:
     return {
-        "workload": cell["workload"],
-        "device": cell["device"],
-        "batch_size": cell["batch_size"],
-        "rep": cell["rep"],
-        "host": (record.get("environment") or {}).get("host"),
+        "workload": r.cell.workload,
+        "device": r.cell.device,
+        "batch_size": r.cell.batch_size,
+        "rep": r.cell.rep,
+        "host": r.environment.host,
     }
 
 
-def epoch_rows(record: dict, source: str) -> list[dict]:
+def _numbers(prefix: str, values: Mapping | None) -> dict:
+    """``{prefix + key: value}`` for the numeric (not boolean) values of ``values``."""
+    return {
+        f"{prefix}{key}": value
+        for key, value in (values or {}).items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+
+
+def epoch_rows(record: Mapping, source: str) -> list[dict]:
     """One row per epoch of an ok training record; scalar eval metrics become eval_* columns."""
-    result = record.get("result") or {}
-    if record["status"] != "ok" or result.get("kind") != "training":
+    r = view_record(record)
+    if r.status != "ok" or not r.result.is_training:
         return []
-    rows = []
-    for epoch in result.get("epochs", []):
-        row = {
-            **_cell_keys(record),
+    return [
+        {
+            **_cell_keys(r),
             "epoch": epoch["epoch"],
             "train_loss": epoch["train_loss"],
             "train_seconds": epoch["train_seconds"],
@@ -313,75 +307,71 @@ def epoch_rows(record: dict, source: str) -> list[dict]:
                 if k.endswith("_bytes")
             },
             "record": source,
+            **_numbers("eval_", epoch.get("eval_metrics")),
+            **_numbers("train_", epoch.get("train_metrics")),
         }
-        for key, value in (epoch.get("eval_metrics") or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                row[f"eval_{key}"] = value
-        for key, value in (epoch.get("train_metrics") or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                row[f"train_{key}"] = value
-        rows.append(row)
-    return rows
-
-
-def per_label_rows(record: dict, source: str) -> list[dict]:
-    """One row per label at the best epoch (multi-label workloads)."""
-    task = (record.get("result") or {}).get("task") or {}
-    if record["status"] != "ok" or not task.get("per_label"):
-        return []
-    return [
-        {**_cell_keys(record), "best_epoch": task.get("best_epoch"), **row, "record": source}
-        for row in task["per_label"]
+        for epoch in r.result.epochs
     ]
 
 
-def matmul_rows(record: dict, source: str) -> list[dict]:
-    result = record.get("result") or {}
-    if record["status"] != "ok" or result.get("kind") != "microbenchmark":
+def per_label_rows(record: Mapping, source: str) -> list[dict]:
+    """One row per label at the best epoch (multi-label workloads)."""
+    r = view_record(record)
+    task = r.result.task
+    if r.status != "ok" or not task.per_label:
         return []
-    cell = record["cell"]
-    env = record.get("environment") or {}
+    return [
+        {**_cell_keys(r), "best_epoch": task.best_epoch, **row, "record": source}
+        for row in task.per_label
+    ]
+
+
+def matmul_rows(record: Mapping, source: str) -> list[dict]:
+    """One row per matrix size of an ok microbenchmark record."""
+    r = view_record(record)
+    result = r.result
+    if r.status != "ok" or result.kind != "microbenchmark":
+        return []
     return [
         {
-            "workload": cell["workload"],
-            "device": cell["device"],
-            "device_label": record.get("device_label", cell["device"]),
-            "batch_size": cell["batch_size"],
-            "rep": cell["rep"],
+            "workload": r.cell.workload,
+            "device": r.cell.device,
+            "device_label": r.device_label or r.cell.device,
+            "batch_size": r.cell.batch_size,
+            "rep": r.cell.rep,
             "n": row["n"],
-            "dtype": _get(result, "settings", "dtype"),
+            "dtype": result.settings.dtype,
             "median_s": row["median_s"],
             "iqr_s": row["iqr_s"],
             "gflops": row["gflops"],
             "runs": row["runs"],
             "warmup_s": row["warmup_s"],
             "noisy": row.get("noisy"),
-            "disturbed": _get(result, "host", "disturbed"),
-            "torch_threads": _get(result, "settings", "torch_threads"),
-            "host": env.get("host"),
+            "disturbed": result.host.disturbed if result.host else None,
+            "torch_threads": result.settings.torch_threads,
+            "host": r.environment.host,
             "record": source,
         }
-        for row in result.get("sizes", [])
+        for row in result.sizes
     ]
 
 
-def environment_row(record: dict) -> dict:
-    env = record.get("environment") or {}
+def environment_row(record: Mapping) -> dict:
+    r = view_record(record)
+    env = r.environment
     return {
-        "host": env.get("host"),
-        "os": env.get("os"),
-        "cpu_model": env.get("cpu_model"),
-        "logical_cores": env.get("logical_cores"),
-        "gpu_models": _joined(sorted(set(env.get("gpu_models") or []))),
-        "device": record["cell"]["device"],
-        "device_name": _get(env, "device", "name"),
-        "python": env.get("python"),
-        "torch": env.get("torch_version"),
-        "packages": ", ".join(
-            f"{k} {v}" for k, v in sorted((env.get("packages") or {}).items()) if k != "torch"
-        ),
-        "git_commit": env.get("git_commit"),
-        "slurm_job_id": env.get("slurm_job_id"),
+        "host": env.host,
+        "os": env.os,
+        "cpu_model": env.cpu_model,
+        "logical_cores": env.logical_cores,
+        "gpu_models": _joined(sorted(set(env.gpu_models or []))),
+        "device": r.cell.device,
+        "device_name": env.device.name,
+        "python": env.python,
+        "torch": env.torch_version,
+        "packages": ", ".join(f"{k} {v}" for k, v in sorted(env.packages.items()) if k != "torch"),
+        "git_commit": env.git_commit,
+        "slurm_job_id": env.slurm_job_id,
     }
 
 
@@ -444,24 +434,24 @@ def short_cpu_name(name: str) -> str:
     return " ".join(text.split()) or name
 
 
-def _is_cuda(record: dict) -> bool:
+def _is_cuda(record: Mapping) -> bool:
     backend = record.get("backend") or backend_of(str(record["cell"]["device"]))
     return backend == "cuda"
 
 
-def record_hardware(record: dict) -> Hardware:
-    env = record.get("environment") or {}
+def record_hardware(record: Mapping) -> Hardware:
+    env = view_record(record).environment
     gpu = None
     if _is_cuda(record):
-        gpu = _get(env, "device", "name")
-        models = sorted(set(env.get("gpu_models") or []))
+        gpu = env.device.name
+        models = sorted(set(env.gpu_models or []))
         if not gpu and len(models) == 1:
             gpu = models[0]  # the child died before naming its GPU; the node has one kind
-        elif not gpu and env.get("gpu_models") == []:
+        elif not gpu and env.gpu_models == []:
             gpu = "none"  # nvidia-smi answered and listed no GPU
-    if not env.get("cpu_model"):
-        return Hardware(None, None, gpu, env.get("host"))
-    return Hardware(env["cpu_model"], env.get("logical_cores"), gpu)
+    if not env.cpu_model:
+        return Hardware(None, None, gpu, env.host)
+    return Hardware(env.cpu_model, env.logical_cores, gpu)
 
 
 def records_hardware(records: list[tuple[str, dict]]) -> dict[str, Hardware]:
@@ -472,9 +462,9 @@ def records_hardware(records: list[tuple[str, dict]]) -> dict[str, Hardware]:
     for src, r in records:
         gpu = found[src].gpu
         if _is_cuda(r) and gpu not in (None, "none"):
-            host_gpus.setdefault((r.get("environment") or {}).get("host"), set()).add(gpu)
+            host_gpus.setdefault(view_record(r).environment.host, set()).add(gpu)
     for src, r in records:
-        gpus = host_gpus.get((r.get("environment") or {}).get("host"), set())
+        gpus = host_gpus.get(view_record(r).environment.host, set())
         if _is_cuda(r) and found[src].gpu is None and len(gpus) == 1:
             found[src] = replace(found[src], gpu=next(iter(gpus)))
     return found
