@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import yaml
 from trainbench import tree
 
@@ -129,3 +130,18 @@ def executed_rules(output: str) -> list[str]:
     lines ("[ 3/17] run_cell  ...") or, with --verbose, Snakemake's own."""
     ours = re.findall(r"^\[\s*\d+/[\d?]+\] (\w+)", output, re.M)
     return ours or re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
+
+
+def cells_here(workflow: Path) -> list[psutil.Process]:
+    """The cell processes (trainbench.child) running in ``workflow``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if (
+                "trainbench.child" in " ".join(proc.cmdline())
+                and Path(proc.cwd()).resolve() == workflow.resolve()
+            ):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

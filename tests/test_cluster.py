@@ -22,9 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from helpers import REPO, copy_workflow, run_snakemake, tiny_config, write_config
+from helpers import REPO, cells_here, copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
@@ -291,20 +290,6 @@ def our_queue(workflow: Path) -> dict[str, str]:
         if Path(workdir).resolve() == workflow.resolve():
             jobs[job_id] = state
     return jobs
-
-
-def cells_here(workflow: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (
-                "trainbench.child" in " ".join(proc.cmdline())
-                and Path(proc.cwd()).resolve() == workflow.resolve()
-            ):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_interrupting_snakemake_cancels_its_slurm_jobs_and_a_rerun_finishes(slurm, tmp_path):

@@ -10,9 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from helpers import copy_workflow, run_snakemake, tiny_config, write_config
+from helpers import cells_here, copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -38,20 +37,6 @@ def records(workflow: Path) -> dict[str, tuple[bytes, int]]:
         str(p.relative_to(workflow)): (p.read_bytes(), p.stat().st_mtime_ns)
         for p in sorted((workflow / "results" / "runs").rglob("metrics.json"))
     }
-
-
-def cells_here(workflow: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (
-                "trainbench.child" in " ".join(proc.cmdline())
-                and Path(proc.cwd()).resolve() == workflow.resolve()
-            ):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

@@ -20,7 +20,7 @@ from .style import (
     Style,
     device_color,
     device_order,
-    figure_legend,
+    finish_with_legend,
     grid,
     hide_unused,
     kinds_note,
@@ -144,9 +144,7 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
         "up and right: faster and\nless energy per sample",
     ]
     handles = [line_handle(x) for x in device_order(drawn["dev_label"])]
-    figure_legend(fig, handles, "device", notes)
-    fig.suptitle(title)
-    return fig
+    return finish_with_legend(fig, handles, notes, title)
 
 
 def energy_figure(tables: Mapping[str, pd.DataFrame], out_path: str | os.PathLike, **style) -> None:

@@ -17,7 +17,7 @@ from .style import (
     Style,
     device_color,
     device_order,
-    figure_legend,
+    finish_with_legend,
     hide_unused,
     line_style,
     message,
@@ -142,9 +142,7 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
         "dots: full epochs of each run,\nepoch 1, 2, … left to right",
         "tick: median of the runs\nper epoch" if not ticks.empty else None,
     ]
-    figure_legend(fig, [patch_handle(x) for x in labels], "device", notes)
-    fig.suptitle(title)
-    return fig
+    return finish_with_legend(fig, [patch_handle(x) for x in labels], notes, title)
 
 
 def epoch_time_figure(

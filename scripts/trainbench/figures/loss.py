@@ -15,7 +15,7 @@ from .style import (
     LEGEND_W,
     Style,
     device_order,
-    figure_legend,
+    finish_with_legend,
     line_handle,
     line_style,
     message,
@@ -113,9 +113,7 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
             subsets.append(wrap(f"{workload}: batch sizes {shown} of {n_sizes}", 34))
     notes = ["line: median train loss", _band_note(summary), *subsets]
     handles = [line_handle(x) for x in device_order(summary["dev_label"])]
-    figure_legend(fig, handles, "device", notes)
-    fig.suptitle(title)
-    return fig
+    return finish_with_legend(fig, handles, notes, title)
 
 
 def loss_figure(tables: Mapping[str, pd.DataFrame], out_path: str | os.PathLike, **style) -> None:

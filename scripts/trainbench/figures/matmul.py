@@ -18,7 +18,7 @@ from .style import (
     Style,
     base_device,
     device_order,
-    figure_legend,
+    finish_with_legend,
     grid,
     hide_unused,
     kinds_note,
@@ -162,9 +162,7 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
         "dots: single runs" if not dots.empty else None,
         "dotted: crossover n" if not cross.empty else None,
     ]
-    figure_legend(fig, handles, "device", notes)
-    fig.suptitle(title)
-    return fig
+    return finish_with_legend(fig, handles, notes, title)
 
 
 def matmul_figure(tables: Mapping[str, pd.DataFrame], out_path: str | os.PathLike, **style) -> None:

@@ -19,7 +19,7 @@ from .style import (
     bar_style,
     device_key,
     device_order,
-    figure_legend,
+    finish_with_legend,
     finite_positive,
     kinds_note,
     log_ticks,
@@ -131,9 +131,7 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
         "right: the verdict",
     ]
     handles = [patch_handle(x) for x in device_order(rows["dev_label"])]
-    figure_legend(fig, handles, "device", notes)
-    fig.suptitle(title)
-    return fig
+    return finish_with_legend(fig, handles, notes, title)
 
 
 def speedup_figure(

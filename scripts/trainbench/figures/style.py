@@ -307,6 +307,15 @@ def figure_legend(
         )  # fmt: skip
 
 
+def finish_with_legend(
+    fig: Figure, handles: Sequence, notes: Iterable[str | None], title: str
+) -> Figure:
+    """The last step of every device figure: the device legend with its notes, the title."""
+    figure_legend(fig, handles, "device", notes)
+    fig.suptitle(title)
+    return fig
+
+
 # ----------------------------------------------------------------------------- output
 
 

@@ -17,7 +17,7 @@ from .style import (
     Style,
     base_device,
     device_order,
-    figure_legend,
+    finish_with_legend,
     grid,
     hide_unused,
     kinds_note,
@@ -118,9 +118,7 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
         "dots (beside): single runs",
     ]
     handles = [line_handle(x) for x in device_order(drawn["dev_label"])]
-    figure_legend(fig, handles, "device", notes)
-    fig.suptitle(title)
-    return fig
+    return finish_with_legend(fig, handles, notes, title)
 
 
 def throughput_figure(
