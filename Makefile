@@ -1,5 +1,6 @@
 # Two entry points for a fresh clone:
 #   make report   set up .venv (runtime only) and run the default matrix -> results/report.md
+#                 (CONFIG=configs/x.yaml: that config over config.yaml -> results/<run_name>/report.md)
 #   make test     add the test tools to .venv and run the fast test suite (starts no daemon)
 # More: make test-slow (every real-process test), make test-cluster (a real single-node
 # Slurm: installs and starts daemons, root only), make lint, make rerun-failed.
@@ -10,6 +11,8 @@ RUNTIME := $(VENV)/.trainbench-runtime
 DEV := $(VENV)/.trainbench-dev
 SLURM := $(VENV)/.trainbench-slurm
 PYTEST_ARGS ?=
+# Extra Snakemake arguments for report and rerun-failed, e.g. SNAKEMAKE_ARGS=--dry-run
+SNAKEMAKE_ARGS ?=
 
 .PHONY: setup report test test-slow test-cluster lint clean rerun-failed
 
@@ -37,7 +40,7 @@ setup: $(DEV)
 report: $(RUNTIME)
 	@$(BIN)/python scripts/check_config.py config.yaml $(CONFIG)
 	$(BIN)/python scripts/recover.py
-	$(BIN)/snakemake --cores 1 results/report.md $(if $(CONFIG),--configfile $(CONFIG))
+	$(BIN)/snakemake --cores 1 $(if $(CONFIG),--configfile $(CONFIG)) $(SNAKEMAKE_ARGS)
 
 # The fast suite: unit tests and one end-to-end run of a tiny matrix.
 test: $(DEV)
@@ -69,4 +72,4 @@ clean:
 rerun-failed: $(RUNTIME)
 	@cells=$$($(BIN)/python scripts/failed_runs.py $(if $(DEVICE),--device $(DEVICE)) $(if $(INCLUDE_UNAVAILABLE),--include-unavailable) $(if $(CONFIG),--configfile $(CONFIG))) || exit 1; \
 	if [ -z "$$cells" ]; then echo "rerun-failed: nothing to rerun"; \
-	else $(BIN)/snakemake --cores 1 results/report.md $(if $(CONFIG),--configfile $(CONFIG)) --forcerun $$cells; fi
+	else $(BIN)/snakemake --cores 1 $(if $(CONFIG),--configfile $(CONFIG)) --forcerun $$cells $(SNAKEMAKE_ARGS); fi
