@@ -275,3 +275,59 @@ def test_two_launchers_of_one_cell_never_overlap(tmp_path):
     assert second_start >= first_end, "the two copies of the cell ran side by side"
     logs = [(tmp_path / name).read_text() for name in ("a.log", "b.log")]
     assert any("is running this cell; waiting for it" in log for log in logs), logs
+
+
+def test_ctrl_c_during_rerun_failed_then_report_leaves_every_cell_with_a_record(tmp_path):
+    """The commands of `make rerun-failed` (scripts/failed_runs.py, then snakemake
+    --forcerun), interrupted by Ctrl-C while the rerun cell runs; then `make report`'s
+    snakemake: every cell has a record, the others untouched, the failed one rerun."""
+    workflow = copy_workflow(tmp_path / "wf").resolve()
+    config = small_config()
+    config["launcher"].update(allow_fault_injection=True, max_attempts=1, timeout_s=300)
+    fault = {"workload": "image_cnn", "device": "cpu", "batch_size": 32, "rep": 0}
+    config["fault_injection"] = [{**fault, "fault": "exception"}]
+    write_config(workflow / "config.yaml", config)
+    env = dict(os.environ, PYTHONPATH=str(workflow / "scripts"), TRAINBENCH_ALLOW_FAULTS="1")
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=400)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    before = records(workflow)
+    failed = "image_cnn/cpu/bs32/rep0/metrics.json"
+    assert read_record(workflow / "results/runs" / failed)["status"] == "failed"
+
+    # The rerun of the failed cell hangs, so Ctrl-C lands while it runs.
+    config["fault_injection"] = [{**fault, "fault": "hang"}]
+    write_config(workflow / "config.yaml", config)
+    cells = subprocess.run(
+        [sys.executable, "scripts/failed_runs.py"], cwd=workflow, env=env,
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert cells == [f"results/runs/{failed}"]
+    rerun = subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "1", TARGET, "--forcerun", *cells],
+        cwd=workflow, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    child = _wait_for(
+        lambda: next(iter(_processes(workflow, "trainbench.child")), None), "the rerun cell"
+    )
+    os.killpg(rerun.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+    rerun.wait(timeout=120)
+    psutil.wait_procs([child], timeout=30)
+    assert not _processes(workflow, "trainbench.child"), "no cell outlives Ctrl-C"
+    interrupted = records(workflow)
+    assert {k: v for k, v in interrupted.items() if k != failed} == {
+        k: v for k, v in before.items() if k != failed
+    }, "Ctrl-C touched no other record"
+
+    # `make report` afterwards, the cell fixed: every cell has a record, only it is new.
+    config["fault_injection"] = []
+    write_config(workflow / "config.yaml", config)
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=400)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    after = records(workflow)
+    assert set(after) == set(before)
+    assert read_record(workflow / "results/runs" / failed)["status"] == "ok"
+    assert {k: v for k, v in after.items() if k != failed} == {
+        k: v for k, v in before.items() if k != failed
+    }
+    assert executed_rules(proc.stdout + proc.stderr).count("run_cell") == 1
