@@ -25,8 +25,9 @@ COLUMNS = {
     "per_label": "workload device batch_size label n precision recall f1 accuracy support "
     "baseline_f1 f1_minus_baseline",
     "parity": "workload device batch_size primary_metric n baseline_n final_metric "
-    "baseline_metric baseline_metric_std metric_diff metric_band metric_pass final_loss "
-    "baseline_loss baseline_loss_std loss_diff loss_band loss_pass parity rule",
+    "baseline_metric metric_std baseline_metric_std metric_diff metric_low metric_high "
+    "metric_margin metric_pass final_loss baseline_loss loss_std baseline_loss_std loss_diff "
+    "loss_low loss_high loss_margin loss_pass parity rule",
     "memory": "workload device batch_size n memory_initial_bytes memory_peak_bytes "
     "memory_limit_bytes peak_fraction_of_limit memory_method",
     "crossover": "kind workload device batch_size quantity crossover compared_at device_value "

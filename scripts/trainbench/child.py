@@ -36,6 +36,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     from .canary import run_canary
     from .context import DeviceUnavailable, make_context
     from .environment import package_versions
+    from .numeric_fault import fault_context
     from .trackers import capture_warnings
 
     t_start = time.perf_counter()
@@ -44,11 +45,14 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
         ctx = make_context(spec, attempt, facts)
     except DeviceUnavailable as exc:
         return {"status": "unavailable", "reason": str(exc), "child_environment": facts}
-    # Before training and outside every timed region; never raises (an error is recorded).
-    numerics = run_canary(ctx)
-    with capture_warnings() as warning_log:
-        ctx.warnings = warning_log
-        result = workloads.run(ctx)
+    # The test fault silent_numeric_error (nothing otherwise) spans the canary,
+    # training and evaluation: the device's math is wrong for the whole run.
+    with fault_context(ctx):
+        # Before training and outside every timed region; never raises (an error is recorded).
+        numerics = run_canary(ctx)
+        with capture_warnings() as warning_log:
+            ctx.warnings = warning_log
+            result = workloads.run(ctx)
     settings_in_force = ctx.settings_in_force
     # Threads can change during the run (set by a library); record the final value too.
     settings_in_force["torch_threads_at_end"] = torch.get_num_threads()

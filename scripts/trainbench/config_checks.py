@@ -79,7 +79,10 @@ def semantic_problems(config: dict) -> list[str]:
                 "Fix: name a results folder written by trainbench (it holds runs/)."
             )
     for name, wl in config["workloads"].items():
-        compiled = [m for m in wl.get("compile") or [] if m != "eager"]
+        modes = wl.get("compile") or []
+        if isinstance(modes, dict):
+            modes = [m for per_backend in modes.values() for m in per_backend]
+        compiled = sorted({m for m in modes if m != "eager"})
         # Compilation (and CUDA-graph recording) must land in warm-up, never in timing.
         if compiled and wl["warmup_steps"] < MIN_COMPILE_WARMUP_STEPS:
             problems.append(
@@ -128,9 +131,15 @@ def config_file_problems(paths: Iterable[str | Path]) -> list[str]:
 
 
 def _fault_problems(config: dict, faults: list[dict]) -> list[str]:
-    """A fault aimed at no cell would silently inject nothing: name it."""
+    """A fault aimed at no cell would silently inject nothing: name it. So would a
+    ``size`` on a fault that takes none."""
     problems = []
     for i, fault in enumerate(faults):
+        if fault.get("size") is not None and fault["fault"] != "silent_numeric_error":
+            problems.append(
+                f"`fault_injection[{i}].size` is set, but only silent_numeric_error takes a "
+                f"size ({fault['fault']!r} does not). Fix: remove `size`."
+            )
         workload = fault["workload"]
         if workload not in config["workloads"]:
             problems.append(f"`fault_injection[{i}].workload` {workload!r} is not a workload.")

@@ -4,7 +4,9 @@ Off by default. The config refuses ``fault_injection`` unless
 ``launcher.allow_fault_injection`` is true (or TRAINBENCH_ALLOW_FAULTS=1 in a
 test's environment), and the child refuses it again unless the launcher marked
 the spec as allowed. Each fault imitates a failure seen in the field: the same
-exception class and message, or a real signal.
+exception class and message, or a real signal. ``silent_numeric_error`` (an entry
+may carry ``size``, default 0.1) makes the device's math silently wrong for the whole
+run instead: see :mod:`trainbench.numeric_fault`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ FAULTS = (
     "nan_loss",
     "silent_corruption",
     "compile_failed",
+    "silent_numeric_error",
 )
 
 
@@ -37,20 +40,27 @@ class InjectedFault(RuntimeError):
     """A plain Python exception raised on purpose."""
 
 
-def active_fault(spec: dict, attempt: int) -> str | None:
+def active_fault_entry(spec: dict, attempt: int) -> dict | None:
+    """The cell's fault entry in force on ``attempt`` (the first that applies), or None."""
     if not spec.get("faults_allowed"):
         return None
     for fault in spec.get("faults") or []:
         attempts = fault.get("attempts")
         if attempts and attempt not in attempts:
             continue
-        return fault["fault"]
+        return fault
     return None
+
+
+def active_fault(spec: dict, attempt: int) -> str | None:
+    entry = active_fault_entry(spec, attempt)
+    return entry["fault"] if entry else None
 
 
 def inject(fault: str) -> None:
     """Trigger ``fault`` now. Faults that corrupt results instead of raising
-    (nan_loss, silent_corruption) are handled by the training loop."""
+    (nan_loss, silent_corruption) are handled by the training loop;
+    silent_numeric_error by the child (:mod:`trainbench.numeric_fault`)."""
     if fault == "exception":
         raise InjectedFault("injected Python exception")
     if fault == "sigabrt":
@@ -93,6 +103,6 @@ def inject(fault: str) -> None:
             raise RuntimeError("injected: the compiler backend refused the graph")
 
         torch.compile(lambda x: x + 1, backend=refusing_backend)(torch.ones(1))
-    if fault in ("nan_loss", "silent_corruption"):
+    if fault in ("nan_loss", "silent_corruption", "silent_numeric_error"):
         return
     raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")

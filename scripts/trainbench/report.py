@@ -169,13 +169,29 @@ STABILITY = cols(
     ("between-run CV", "between_run_cv", "%"), ("epoch-time CV", "epoch_time_cv", "%"),
     ("slowest to fastest", "slowest_to_fastest", "x"), ("note", "note"),
 )  # fmt: skip
+
+
+def _parity_ci(prefix: str, percent: bool = False) -> Callable[[Row], str]:
+    """ "[−0.012, +0.018]": a parity row's 90% interval of the difference."""
+
+    def text(r: Row) -> str:
+        low, high = _value(r.get(f"{prefix}_low")), _value(r.get(f"{prefix}_high"))
+        if low is None or high is None:
+            return MISSING
+        scale, unit = (100, "%") if percent else (1, "")
+        return f"[{float(low) * scale:+.3g}{unit}, {float(high) * scale:+.3g}{unit}]"
+
+    return text
+
+
 PARITY = KEYS + cols(
-    ("metric", "primary_metric"), ("runs", "n", "i"), ("final", "final_metric", "n"),
-    ("baseline runs", "baseline_n", "i"), ("baseline", "baseline_metric", "n"),
-    ("difference", "metric_diff", "n"), ("band", "metric_band", "n"),
-    ("metric ok", "metric_pass", "y"), ("final loss", "final_loss", "n"),
-    ("baseline loss", "baseline_loss", "n"), ("loss difference", "loss_diff", "n"),
-    ("loss band", "loss_band", "n"), ("loss ok", "loss_pass", "y"), ("parity", "parity"),
+    ("metric", "primary_metric"), ("runs", "n", "i"), ("final (mean)", "final_metric", "n"),
+    ("baseline runs", "baseline_n", "i"), ("baseline (mean)", "baseline_metric", "n"),
+    ("difference", "metric_diff", "n"), ("90% interval", _parity_ci("metric")),
+    ("margin", "metric_margin", "n"), ("metric ok", "metric_pass", "y"),
+    ("final loss", "final_loss", "n"), ("baseline loss", "baseline_loss", "n"),
+    ("loss difference", "loss_diff", "%"), ("loss 90% interval", _parity_ci("loss", True)),
+    ("loss margin", "loss_margin", "%"), ("loss ok", "loss_pass", "y"), ("parity", "parity"),
     ("rule", "rule"),
 )  # fmt: skip
 REPEATS = KEYS + cols(

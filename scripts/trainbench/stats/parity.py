@@ -29,8 +29,11 @@ not train the same way.
 
 **Margins** come from the config, ``report.parity_margins``: per workload
 ``{metric: <absolute, metric units>, loss: <relative, 0.1 = 10%>}``, and ``default``
-for workloads without their own (the schema documents the bundled workloads' values
-and why; without a config, :data:`FALLBACK_MARGINS`). How well the rule detects a
+for workloads without their own (without a config, :data:`FALLBACK_MARGINS`). The
+bundled workloads' defaults are 3× the seed-to-seed standard deviation σ of each
+quantity on the default config: with 3 repeats a side the interval's half-width is
+about 1.7σ, so a narrower margin can rarely be shown (a device equal to the baseline
+passes 75% of the time at 3σ, 31% at 2σ; normal model). How well the rule detects a
 wrong device at these margins, and how often it fails a right one, is measured by
 ``benchmarks/parity_power.py`` (docs/statistics.md, "Parity").
 
@@ -39,7 +42,7 @@ wrong device at these margins, and how often it fails a right one, is measured b
 1. ``not comparable`` — no final metric or loss on both the device and the baseline;
 2. ``identical`` — the final metric and loss equal the baseline's exactly in every
    repeat, matched by rep: bit-identical runs prove nothing about the device's numerics
-   (e.g. cpu-t1 against cpu-t2: the CPU's kernels give the same bits at any thread count);
+   (e.g. two thread counts of the CPU where its kernels give the same bits at both);
 3. ``insufficient data`` — fewer than 3 ok repeats with a result on either side (the
    rule says which);
 4. ``fail`` — a check fails;
@@ -163,7 +166,7 @@ def _signed(x: float, relative: bool) -> str:
 
 
 def check_text(name: str, test: Equivalence, relative: bool) -> str:
-    """ "accuracy: +0.004, 90% CI [−0.01, +0.018] within ±0.03: equivalent"."""
+    """ "accuracy: +0.004, 90% interval [−0.01, +0.018] within ±0.03: equivalent"."""
     margin = f"±{compact(100 * test.margin)}%" if relative else f"±{compact(test.margin)}"
     what = {
         PASS: f"within {margin}: equivalent",
@@ -171,7 +174,9 @@ def check_text(name: str, test: Equivalence, relative: bool) -> str:
         INCONCLUSIVE: f"neither within nor beyond {margin}: inconclusive",
     }[test.outcome]
     span = f"[{_signed(test.low, relative)}, {_signed(test.high, relative)}]"
-    return f"{name}: {_signed(test.diff, relative)}, {100 * (1 - 2 * ALPHA):g}% CI {span} {what}"
+    return (
+        f"{name}: {_signed(test.diff, relative)}, {100 * (1 - 2 * ALPHA):g}% interval {span} {what}"
+    )
 
 
 # ----------------------------------------------------------------------------- table
@@ -223,7 +228,8 @@ def _outcome(row: dict, base, checks: list[tuple[str, str]]) -> None:
     """The row's parity and rule from its checks [(text, outcome)]."""
     head = (
         f"equivalence test (two one-sided Welch t-tests, α={compact(ALPHA)} each; "
-        f"{100 * (1 - 2 * ALPHA):g}% CI of device − baseline {base} means), "
+        f"{100 * (1 - 2 * ALPHA):g}% Welch interval of the difference of means, device − "
+        f"baseline {base}), "
         f"n={row['n']} vs {row['baseline_n']}"
     )
     outcomes = [o for _, o in checks]
@@ -294,7 +300,8 @@ def parity_table(
         return fr.empty(PARITY_COLUMNS)
     arrays = {
         "rep": ok["rep"].to_numpy(), "metric": metric[ok.index].to_numpy(),
-        "loss": loss[ok.index].to_numpy(), "primary": fr.text(runs, "primary_metric")[ok.index].to_numpy(),
+        "loss": loss[ok.index].to_numpy(),
+        "primary": fr.text(runs, "primary_metric")[ok.index].to_numpy(),
     }  # fmt: skip
     cells = {
         key: {name: values[idx] for name, values in arrays.items()}
