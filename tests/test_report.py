@@ -372,7 +372,7 @@ def test_index_links_and_sections(rendered):
     assert "Verification report: [reports/image_cnn.md](reports/image_cnn.md)." in index
     assert "([table](tables/speedup.md))" in index
     assert "![Speedup vs the baseline](figures/speedup.png)" in index
-    matmul = section(index, "`matmul` (seed 004)")
+    matmul = section(index, "`matmul` (seed report 004)")
     assert [r.split("|")[1].strip() for r in matmul.splitlines() if re.match(r"\| \d", r)] == [
         "16",
         "32",

@@ -129,7 +129,7 @@ def test_tiny_matrix_end_to_end(workflow):
     assert cpu_row is not None, report
     assert sig(cpu_rate) in cpu_row  # the median of one repeat is the record's number
     assert "range of 1 run" in " ".join(cpu_row) and "95%" not in section(report, "Speedup")
-    matmul_rows = table_rows(section(report, "`matmul` (seed 004)"))
+    matmul_rows = table_rows(section(report, "`matmul` (seed report 004)"))
     assert [r[0] for r in matmul_rows if r[0].isdigit()] == ["16", "32"]
     attention = table_rows(section(report, "Failed and unavailable cells"))
     for (workload, device), record in records.items():

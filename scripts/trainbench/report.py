@@ -441,7 +441,7 @@ def _workload_sections(t: Mapping[str, list[Row]], reports: Mapping[str, str]) -
         low, high = _s(r, "repeats_min"), _s(r, "repeats_max")
         info = WORKLOADS.get(name)
         sections.append({
-            "name": name, "seed": info.seed if info else "?", "kind": _s(r, "kind"),
+            "name": name, "seed_report": info.seed_report if info else "?", "kind": _s(r, "kind"),
             "baseline": _s(r, "baseline"), "devices": _list(r.get("devices")),
             "counts": _counts_text(r), "repeats": low if low == high else f"{low}–{high}",
             "report": reports.get(name), "matmul": table(_of(t["matmul_summary"], name), MATMUL),
@@ -528,7 +528,7 @@ def _checklist(r: Row) -> _Text:
 def render_workload_report(
     workload: str, inputs: Mapping[str, Any], output: str | os.PathLike
 ) -> str:
-    """One training workload's verification report (seed-000 form) from the tables."""
+    """One training workload's verification report (the form of seed report 000) from the tables."""
     every = load(inputs)
     t = {name: _of(rows, workload) for name, rows in every.items()}
     overview = next(iter(t["overview"]), None)
@@ -542,7 +542,7 @@ def render_workload_report(
     context = {
         **_shared(t, inputs, output, []),
         "workload": workload,
-        "seed": info.seed if info else "?",
+        "seed_report": info.seed_report if info else "?",
         "baseline": _t((overview or {}).get("baseline")),
         "records_line": _counts_text(overview),
         "setup": _s(overview or {}, "setup"),

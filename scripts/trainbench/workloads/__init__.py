@@ -34,7 +34,7 @@ class WorkloadInfo:
     module: str
     kind: str  # "training" or "microbenchmark"
     prepares_data: bool
-    seed: str  # the seed document it reproduces ("—" for your own)
+    seed_report: str  # the seed report it reproduces (../shared/seeds: "002"), "—" for your own
     # The workload keys its prepare_data reads: only they rebuild the data artifact
     # (and so rerun the cells); batch sizes, repeats, devices or timeouts never do.
     data_keys: tuple[str, ...] = ()
