@@ -267,7 +267,7 @@ def _clip_parameter_formula(s: dict, image_size: int) -> int:
 
 def test_full_scale_config_reproduces_the_seed_parameter_count():
     full = yaml.safe_load(FULL_CONFIG.read_text())
-    assert set(full) == {"workloads"} and set(full["workloads"]) == {"clip"}
+    assert set(full) == {"run_name", "workloads"} and set(full["workloads"]) == {"clip"}
     config = small_config()
     config["devices"] = ["cpu", "mps", "cuda"]
     config["workloads"] = copy.deepcopy(full["workloads"])

@@ -116,3 +116,48 @@ def test_config_refuses_a_pretrained_model_that_cannot_be_loaded(
     with pytest.raises(ConfigError, match="workloads.text_multilabel.model.pretrained") as info:
         validate_config(config)
     assert fragment in str(info.value)
+
+
+def test_trained_tokenizer_writes_cls_first_and_sep_last():
+    """The classification head pools position 0, which must be [CLS]: the WordPiece
+    tokenizer trained on the split writes "[CLS] ... [SEP]" as BERT's own does."""
+    tokenizer = text_multilabel.train_wordpiece(
+        ["objective one covers two years"] * 5, 100, 1, True
+    )
+    ids = tokenizer(["objective one covers two years"], padding="max_length", max_length=10)
+    tokens = tokenizer.convert_ids_to_tokens(ids["input_ids"][0])
+    assert tokens[:7] == ["[CLS]", "objective", "one", "covers", "two", "years", "[SEP]"]
+    assert tokens[7:] == ["[PAD]"] * 3 and ids["attention_mask"][0] == [1] * 7 + [0] * 3
+
+
+def test_loss_is_float32_bce_even_under_autocast():
+    torch.manual_seed(0)
+    logits = torch.randn(8, 4) * 3
+    labels = (torch.rand(8, 4) < 0.3).float()
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = text_multilabel.multilabel_loss(logits, labels)
+        from_bf16 = text_multilabel.multilabel_loss(logits.bfloat16(), labels)
+    assert loss.dtype == torch.float32 and from_bf16.dtype == torch.float32
+    torch.testing.assert_close(loss, expected)
+    reference = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits.bfloat16().float(), labels
+    )
+    torch.testing.assert_close(from_bf16, reference)
+
+
+def test_default_config_proposals_fit_max_length(tmp_path, repo_root):
+    """The default config's proposals, tokenized as the workload does, are never cut."""
+    import yaml
+
+    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    settings = validate_config({**small_config(), "workloads": {
+        "text_multilabel": config["workloads"]["text_multilabel"]}})["workloads"]["text_multilabel"]  # fmt: skip
+    settings["data"] = {**settings["data"], "n_train": 600, "n_dev": 200}
+    meta = text_multilabel.prepare_data(settings, tmp_path, seed=0)
+    assert meta["truncated_fraction"] == {"train": 0.0, "dev": 0.0}
+    arrays = np.load(tmp_path / text_multilabel.DATA_FILE)
+    ids = arrays["train_input_ids"]
+    assert ids.shape == (600, settings["max_length"])
+    cls_id = text_multilabel.SPECIAL_TOKENS.index("[CLS]")  # special tokens come first
+    assert (ids[:, 0] == cls_id).all()

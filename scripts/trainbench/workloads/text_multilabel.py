@@ -1,11 +1,13 @@
 """Seed 000: DistilBERT multi-label text classification.
 
 ``DistilBertForSequenceClassification`` with ``problem_type="multi_label_classification"``
-(BCE-with-logits), AdamW, gradient accumulation, one fixed sequence length per
-run (varying shapes make MPS recompile). The default model is a small DistilBERT
-built from ``DistilBertConfig`` with a WordPiece tokenizer trained offline on the
-training split; ``model.pretrained`` loads a hub id or local folder instead, and
-fails loudly (never falls back) when it cannot.
+(BCE-with-logits, computed here in float32 outside autocast), AdamW, gradient
+accumulation, one fixed sequence length per run (varying shapes make MPS recompile).
+The default model is a small DistilBERT built from ``DistilBertConfig`` with a
+WordPiece tokenizer trained offline on the training split, which writes every text
+as ``[CLS] ... [SEP]`` (the classification head reads position 0);
+``model.pretrained`` loads a hub id or local folder instead, and fails loudly (never
+falls back) when it cannot.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ..context import RunContext
 from ..data import BatchTensorDataset, make_loader
@@ -43,6 +46,7 @@ def load_help(name: str) -> str:
 def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lowercase: bool):
     """A WordPiece tokenizer trained on the training split only (no network)."""
     from tokenizers import BertWordPieceTokenizer
+    from tokenizers.processors import BertProcessing
     from transformers import PreTrainedTokenizerFast
 
     wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
@@ -52,6 +56,11 @@ def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lower
         min_frequency=min_frequency,
         special_tokens=SPECIAL_TOKENS,
         show_progress=False,
+    )
+    # "[CLS] text [SEP]" as BERT's own tokenizer writes it: the classification head
+    # reads position 0, which must be [CLS] and not the document's first word.
+    wordpiece._tokenizer.post_processor = BertProcessing(
+        ("[SEP]", wordpiece.token_to_id("[SEP]")), ("[CLS]", wordpiece.token_to_id("[CLS]"))
     )
     return PreTrainedTokenizerFast(
         tokenizer_object=wordpiece._tokenizer,
@@ -181,6 +190,15 @@ def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: 
     return DistilBertForSequenceClassification(config)
 
 
+def multilabel_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean binary cross-entropy with logits (what the model computes with
+    ``problem_type="multi_label_classification"``), in float32 with autocast off on
+    every device: the loss and its gradient are not left to each backend's autocast
+    op lists."""
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+
+
 def fused_adamw(setting, device_type: str) -> bool | None:
     """Fused AdamW where it exists (CUDA); None = torch's choice."""
     return fused_optimizer(setting, device_type)
@@ -230,23 +248,15 @@ def build_parts(ctx: RunContext) -> TrainingParts:
     threshold = float(settings["threshold"])
 
     def loss_fn(model, batch):
-        out = model(
-            input_ids=batch["input_ids"],
-            attention_mask=batch["attention_mask"],
-            labels=batch["labels"],
-        )
-        return out.loss, {}
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        return multilabel_loss(out.logits, batch["labels"]), {}
 
     def evaluate(model, loader, ctx):
         logits, labels, loss_sum, n = [], [], torch.zeros((), device=ctx.torch_device), 0
         for batch in loader:
             batch = {k: v.to(ctx.torch_device, non_blocking=True) for k, v in batch.items()}
-            out = model(
-                input_ids=batch["input_ids"],
-                attention_mask=batch["attention_mask"],
-                labels=batch["labels"],
-            )
-            loss_sum += out.loss.float() * len(batch["labels"])
+            out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            loss_sum += multilabel_loss(out.logits, batch["labels"]) * len(batch["labels"])
             logits.append(out.logits.float())
             labels.append(batch["labels"])
             n += len(batch["labels"])

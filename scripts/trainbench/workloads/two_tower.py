@@ -621,17 +621,34 @@ def contrastive_logits(
     positives: torch.Tensor | None = None,
     hard: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(B, B [+ k]) similarities: the batch's documents (column i is query i's
+    """(B, B [+ k]) float32 similarities: the batch's documents (column i is query i's
     positive), then each query's own hard negatives (B, k, dim) when given. Another
-    pair of the batch with the same positive document is masked out (not a negative)."""
-    logits = (q @ d.T).float()
-    if positives is not None:
-        same = positives[:, None] == positives[None, :]
-        same &= ~torch.eye(len(q), dtype=torch.bool, device=q.device)
-        logits = logits.masked_fill(same, float("-inf"))
-    if hard is not None:
-        logits = torch.cat([logits, torch.einsum("bd,bkd->bk", q, hard).float()], dim=1)
+    pair of the batch with the same positive document is masked out (not a negative).
+
+    The products run in float32 with autocast off, whatever the caller's autocast: at
+    initialisation every cosine similarity of a row lies within a few thousandths of the
+    others, which a bf16 product (8 mantissa bits) rounds to a few distinct values, so
+    the softmax over the batch sees mostly rounding noise and training stalls near
+    ln(batch size). ``(q @ d.T).float()`` under autocast would only cast the rounded
+    result."""
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        q = q.float()
+        logits = q @ d.float().T
+        if positives is not None:
+            same = positives[:, None] == positives[None, :]
+            same &= ~torch.eye(len(q), dtype=torch.bool, device=q.device)
+            logits = logits.masked_fill(same, float("-inf"))
+        if hard is not None:
+            logits = torch.cat([logits, torch.einsum("bd,bkd->bk", q, hard.float())], dim=1)
     return logits
+
+
+def contrastive_loss(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Softmax cross-entropy over each row (column i is row i's positive), in float32
+    with autocast off."""
+    with torch.autocast(device_type=logits.device.type, enabled=False):
+        labels = torch.arange(len(logits), device=logits.device)
+        return F.cross_entropy(logits.float() / temperature, labels)
 
 
 # ----------------------------------------------------------------------------- run
@@ -721,8 +738,8 @@ def build_parts(ctx: RunContext) -> TrainingParts:
             docs = model.encode_doc(torch.cat([batch["doc"], bank_dev[neg.reshape(-1)]]))
             d, hard = docs[:n], docs[n:].view(n, neg.shape[1], -1)
         logits = contrastive_logits(q, d, batch["pos"], hard)
+        loss = contrastive_loss(logits, temperature)
         labels = torch.arange(n, device=q.device)
-        loss = F.cross_entropy(logits / temperature, labels)
         return loss, {"correct": (logits.argmax(dim=1) == labels).sum()}
 
     def before_epoch(epoch: int) -> dict:
