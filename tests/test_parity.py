@@ -215,9 +215,11 @@ def test_addcdiv_wrong_only_on_non_contiguous_tensors():
     with silent_numeric_error(0.1, "cpu"):
         wrong = update(p)
         contiguous = p.clone().addcdiv_(g, v, value=-0.5)
-        params = [torch.randn(8, 10).t() for _ in range(2)]
+        # 48 rows of 4 tiles: each row has a wrong tile with probability >= 1/4, so
+        # "no wrong tile" has a probability below 0.75**48 = 1e-6 (10 rows of 1 tile: 6%)
+        params = [torch.randn(64, 48).t() for _ in range(2)]
         before = [t.clone() for t in params]
-        grads, denoms = [torch.randn(10, 8)] * 2, [torch.rand(10, 8) + 0.5] * 2
+        grads, denoms = [torch.randn(48, 64)] * 2, [torch.rand(48, 64) + 0.5] * 2
         torch._foreach_addcdiv_(params, grads, denoms, value=-0.5)
     assert not torch.allclose(wrong, update(p))
     assert torch.equal(contiguous, p.clone().addcdiv_(g, v, value=-0.5))

@@ -10,8 +10,8 @@ Two measurements, both through the real ``snakemake`` in a copy of the workflow:
   Snakemake's gap before the job, the launcher's start and imports, the child's
   spawn and imports, the cell's own work, and the child's exit plus the record.
   Per-cell overhead = cell wall time - the cell's own work.
-- **downstream**: 1,000 synthetic records, made from real records (the measured
-  H200 records in ``docs/measured/*/records.tgz`` and the cells run above) with
+- **downstream**: 1,000 synthetic records, made from real records (the test
+  records in ``tests/data/cpu-records.tgz`` and the cells run above) with
   their device, batch size, repeat and values varied; their data sets are built
   and the records made newer, so the cells are up to date as after a real run;
   then ``snakemake --cores 1 results/report.md`` runs only the rules after them.
@@ -54,7 +54,7 @@ from .trace import cell_phases, job_phases, read_trace, snakemake_fixed
 
 REPO = Path(__file__).resolve().parents[2]
 TRACER = Path(__file__).with_name("tracer.py")
-TEMPLATE_ARCHIVES = "docs/measured/*/records.tgz"
+TEMPLATE_ARCHIVES = "tests/data/*records.tgz"
 CELL_RULES = ("run_cell", "prepare_data", "plan_round")
 
 # What each process imports before it does anything (for python -X importtime).
@@ -126,7 +126,7 @@ def export_tree(rev: str, dst: Path) -> Path:
     """The workflow files of commit ``rev`` (git archive: the repository is not touched)."""
     dst.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev, *WORKFLOW_FILES, *WORKFLOW_DIRS, "docs/measured"],
+        ["git", "-C", str(REPO), "archive", rev, *WORKFLOW_FILES, *WORKFLOW_DIRS],
         capture_output=True,
         check=True,
     ).stdout

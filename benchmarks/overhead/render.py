@@ -126,7 +126,7 @@ def markdown_section(result: dict) -> str:
         "purpose) through `snakemake --cores 1`, with a tracer (`sitecustomize`) that "
         "timestamps every process and phase boundary. **Downstream** makes "
         + ", ".join(f"{n} {status}" for status, n in counts.items())
-        + " records from the measured H200 records in `docs/measured/` and the cells' "
+        + " records from the real records in `tests/data/cpu-records.tgz` and the cells' "
         "records (device, batch size, repeat and values varied), builds their data sets, "
         "and times `snakemake --cores 1 results/report.md` with every cell up to date"
         + (f" ({jobs})" if jobs else "")

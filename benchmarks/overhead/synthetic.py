@@ -46,7 +46,8 @@ def synthetic_config(repeats: int = 10) -> dict:
 
 
 def load_templates(archives: list[Path], record_dirs: list[Path]) -> list[tuple[str, dict]]:
-    """Real records: the tracked H200 archives and the records of the cells run here."""
+    """Real records: the tracked archives (``TEMPLATE_ARCHIVES``) and the records of
+    the cells run here."""
     found = []
     for archive in archives:
         with tarfile.open(archive) as tar:
@@ -186,12 +187,13 @@ def write_synthetic_records(
             status = "failed"
         else:
             status = "ok"
-        if status == "ok":
-            pool = pools.get(("ok", cell.workload, backend)) or pools[("ok", cell.workload, None)]
-        else:
-            pool = pools.get((status, None, backend)) or pools[(status, None, None)]
-            if not pool:
-                pool = [p for k, v in pools.items() if k[0] == status for p in v]
+        # The workload's own records first: their settings are the cell's settings
+        # (another workload's would split the tables into setups).
+        pool = pools.get((status, cell.workload, backend)) or pools.get(
+            (status, cell.workload, None)
+        )
+        if not pool and status != "ok":
+            pool = pools.get((status, None, backend)) or pools.get((status, None, None))
         if not pool:
             raise RuntimeError(f"no {status} template record for {cell.relpath}")
         template = pool[int(rng.integers(len(pool)))]
