@@ -1,4 +1,4 @@
-"""The clip workload (seed 004): rendered scenes and captions, the symmetric InfoNCE
+"""The clip workload (seed report 004): rendered scenes and captions, the symmetric InfoNCE
 loss, retrieval metrics, the full-scale size, and a tiny cpu run through the launcher."""
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ def test_full_scale_config_reproduces_the_seed_parameter_count():
     model, sizes = clip.build_model(settings, vocab_size=40, text_length=text_length)
     count = sum(p.numel() for p in model.parameters())
     assert abs(count - SEED_PARAMETERS) <= 0.01 * SEED_PARAMETERS, (
-        f"full-scale CLIP has {count:,} parameters; seed 004 says 76.7M (+-1%)"
+        f"full-scale CLIP has {count:,} parameters; seed report 004 says 76.7M (+-1%)"
     )
     assert sizes["image_encoder"] == "vit"
     assert (sizes["vocab_size"], sizes["max_text_length"]) == (49408, 77)

@@ -1,4 +1,4 @@
-"""The image_cnn workload's data sources and model (seed 002)."""
+"""The image_cnn workload's data sources and model (seed report 002)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def image_settings(**data) -> dict:
 
 
 def test_seed_cnn_has_the_seed_parameter_count():
-    # Seed 002: 3 conv + 3 FC on 3x32x32, 1,276,234 parameters.
+    # Seed report 002: 3 conv + 3 FC on 3x32x32, 1,276,234 parameters.
     model = image_cnn.SeedCNN(in_channels=3, num_classes=10, image_size=32)
     assert sum(p.numel() for p in model.parameters()) == 1_276_234
     assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 10)

@@ -1,4 +1,4 @@
-"""The text_multilabel workload (seed 000): model sizes, metrics, pretrained loading."""
+"""The text_multilabel workload (seed report 000): model sizes, metrics, pretrained loading."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def text_settings(**overrides) -> dict:
 
 
 def test_default_distilbert_config_has_the_seed_parameter_count():
-    # Seed 000: distilbert-base-uncased with 4 labels has 66,956,548 parameters.
+    # Seed report 000: distilbert-base-uncased with 4 labels has 66,956,548 parameters.
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     model = DistilBertForSequenceClassification(DistilBertConfig(num_labels=4))

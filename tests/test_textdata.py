@@ -1,4 +1,4 @@
-"""Text data sources of the multi-label text workload (seed 000): the proposals
+"""Text data sources of the multi-label text workload (seed report 000): the proposals
 generator with exact ground truth, GoEmotions, CSV/TSV tables and the train/dev splits."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The two_tower workload (seed 003): FAISS search and mining, the mining schedule,
+"""The two_tower workload (seed report 003): FAISS search and mining, the mining schedule,
 the synthetic pairs, pairs files, retrieval metrics, and real runs (in process and
 through the launcher) that check mining is timed apart from training."""
 

@@ -1,4 +1,4 @@
-"""Text data sources for the multi-label text workload (seed 000).
+"""Text data sources for the multi-label text workload (seed report 000).
 
 Three sources, all returning :class:`TextDataset` (texts plus a 0/1 label matrix):
 

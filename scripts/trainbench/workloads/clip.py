@@ -1,4 +1,4 @@
-"""Seed 004: a small CLIP trained on image-caption pairs.
+"""Seed report 004: a small CLIP trained on image-caption pairs.
 
 The seed trained a 76.7M-parameter CLIP (image encoder + text transformer,
 contrastive loss) on CPU and MPS. Here the data are deterministic synthetic
@@ -20,7 +20,7 @@ lands on a pair with the same caption string counts as correct, in both
 directions. Primary metric: ``retrieval_top1`` = mean of the two top-1 values.
 
 ``configs/clip-full.yaml`` holds the full-scale size: a ViT-image CLIP with
-CLIP's own text tower, 76,433,921 parameters (seed 004: 76.7M).
+CLIP's own text tower, 76,433,921 parameters (seed report 004: 76.7M).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 002: the CNN on CIFAR-10 / MNIST-like images.
+"""Seed report 002: the CNN on CIFAR-10 / MNIST-like images.
 
 conv 3->32->64->128 (3x3, pad 1), each with ReLU and 2x2 max-pool, then FC
 2048->512->256->10 with dropout 0.5: 1,276,234 parameters on 3x32x32 input.

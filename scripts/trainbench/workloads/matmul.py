@@ -1,4 +1,4 @@
-"""Seed 004's small-op test, done properly: an n x n matmul sweep per device.
+"""Seed report 004's small-op test, done properly: an n x n matmul sweep per device.
 
 Timed with torch.utils.benchmark (blocked_autorange) through a timer that syncs
 the device before reading the clock, so queued GPU work is never mistaken for

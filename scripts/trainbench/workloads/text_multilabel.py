@@ -1,4 +1,4 @@
-"""Seed 000: DistilBERT multi-label text classification.
+"""Seed report 000: DistilBERT multi-label text classification.
 
 ``DistilBertForSequenceClassification`` with ``problem_type="multi_label_classification"``
 (BCE-with-logits, computed here in float32 outside autocast), AdamW, gradient

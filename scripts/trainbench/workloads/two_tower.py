@@ -1,4 +1,4 @@
-"""Seed 003: a two-tower retriever trained with FAISS hard-negative mining.
+"""Seed report 003: a two-tower retriever trained with FAISS hard-negative mining.
 
 Query and document towers (embedding, LSTM or GRU with ``batch_first=True``,
 masked mean or last-token pooling, a projection, L2-normalised output) are
