@@ -303,7 +303,8 @@ def measure_bare(spec: dict, warmup_steps: int, timed_steps: int, compile_mode: 
     }
     if start is not None:
         out["event_s"] = start.elapsed_time(end) / 1000.0
-    del parts, model, optimizer, step_model
+    # Drop every reference (the closures hold some) before releasing the device memory.
+    stream = step = parts = model = optimizer = step_model = None  # noqa: F841
     _release(device)
     return out
 
