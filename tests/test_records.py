@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
@@ -179,6 +180,25 @@ def test_atomic_write_keeps_old_content_when_rename_fails(tmp_path, monkeypatch)
     monkeypatch.undo()
     assert path.read_text() == "old content"
     assert os.listdir(tmp_path) == ["out.txt"]  # the temp file was removed
+
+
+def test_a_full_disk_keeps_the_old_file_and_says_what_to_do(tmp_path, monkeypatch):
+    """ENOSPC while the new content is flushed: the old file stays whole, no temp file
+    is left, and the error names the file and the fix (no chained traceback)."""
+    path = tmp_path / "out.txt"
+    path.write_text("old content")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="no space left on the device for .*out.txt") as info:
+        atomic_write_text(path, "new content")
+    monkeypatch.undo()
+    assert info.value.errno == errno.ENOSPC and "Fix: free space" in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert path.read_text() == "old content"
+    assert os.listdir(tmp_path) == ["out.txt"]
 
 
 def test_atomic_write_keeps_old_content_when_write_is_interrupted(tmp_path, monkeypatch):

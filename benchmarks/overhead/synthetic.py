@@ -193,7 +193,9 @@ def write_synthetic_records(
             (status, cell.workload, None)
         )
         if not pool and status != "ok":
-            pool = pools.get((status, None, backend)) or pools.get((status, None, None))
+            pool = pools.get((status, None, backend)) or [
+                p for k, v in pools.items() if k[0] == status and k[1] is None for p in v
+            ]
         if not pool:
             raise RuntimeError(f"no {status} template record for {cell.relpath}")
         template = pool[int(rng.integers(len(pool)))]
