@@ -43,10 +43,10 @@ def readme_cluster_command() -> str:
     match = re.search(r"^## Running on a cluster\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
     assert match, "README has no section 'Running on a cluster'"
     commands = re.findall(
-        r"^\s*(snakemake --workflow-profile profiles/slurm[^\n]*)$", match[1], re.M
+        r"^\s*(?:\.venv/bin/)?(snakemake --workflow-profile profiles/slurm[^\n]*)$", match[1], re.M
     )
     assert commands, "the README's cluster section shows no `snakemake --workflow-profile` command"
-    return commands[0].strip()
+    return commands[0].strip()  # the venv's snakemake: run_snakemake runs that one
 
 
 def _unavailable(reason: str):
