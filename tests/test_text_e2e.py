@@ -7,7 +7,7 @@ import csv
 import pytest
 from helpers import copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench.records import read_record
-from trainbench.textdata import PROPOSAL_LABELS
+from trainbench.textdata.proposals import PROPOSAL_LABELS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

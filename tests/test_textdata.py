@@ -9,16 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
-from trainbench.textdata import (
-    BANNED_PHRASES,
-    PROPOSAL_LABELS,
-    TextDataset,
-    check_proposal,
-    generate_proposals,
-    load_goemotions,
-    load_splits,
-    load_table,
-)
+from trainbench.textdata.dataset import TextDataset
+from trainbench.textdata.files import load_goemotions, load_table
+from trainbench.textdata.proposal_check import check_proposal
+from trainbench.textdata.proposal_vocabulary import BANNED_PHRASES
+from trainbench.textdata.proposals import PROPOSAL_LABELS, generate_proposals
+from trainbench.textdata.splits import load_splits
 
 GOEMOTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "goemotions"
 needs_goemotions = pytest.mark.skipif(

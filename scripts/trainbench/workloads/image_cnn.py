@@ -8,7 +8,6 @@ Adam (weight decay 1e-4), StepLR(step 5, gamma 0.1), cross-entropy.
 from __future__ import annotations
 
 import gzip
-import json
 import struct
 from pathlib import Path
 
@@ -17,11 +16,12 @@ import torch
 from torch import nn
 
 from ..context import RunContext
-from ..data import BatchTensorDataset, make_loader
-from ..devices import fused_optimizer
+from ..data import BatchTensorDataset
 from ..training import TrainingParts, run_training
+from .common import Step, adam, assemble_parts, cell_loaders, load_cell_data, to_device
 
 DATA_FILE = "dataset.npz"
+IMAGE_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 
 
 class SeedCNN(nn.Module):
@@ -245,45 +245,16 @@ def build_model(settings: dict, channels: int, num_classes: int, image_size: int
     return SeedCNN(channels, num_classes, image_size, settings["model"]["dropout"])
 
 
-def build_parts(ctx: RunContext) -> TrainingParts:
-    """Model, optimizer, data and step for one cell (the benchmarks reuse them)."""
-    settings = ctx.workload_settings
-    data_dir = Path(ctx.spec["data_path"])
-    arrays = np.load(data_dir / DATA_FILE)
-    meta = json.loads((data_dir / "meta.json").read_text())
-    x_train, y_train = torch.from_numpy(arrays["x_train"]), torch.from_numpy(arrays["y_train"])
-    x_test, y_test = torch.from_numpy(arrays["x_test"]), torch.from_numpy(arrays["y_test"])
-    channels, image_size = int(x_train.shape[1]), int(x_train.shape[-1])
-    num_classes = int(meta["num_classes"])
+def load_image_data(ctx: RunContext) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The cell's prepared images: meta and the train/test tensors."""
+    meta, arrays = load_cell_data(ctx, DATA_FILE)
+    tensors = {name: torch.from_numpy(arrays[name]) for name in IMAGE_ARRAYS}
+    return meta, tensors
 
-    torch.manual_seed(ctx.run_seed)  # weights drawn on the CPU, then moved
-    model = build_model(settings, channels, num_classes, image_size).to(ctx.torch_device)
-    opt = settings["optimizer"]
-    optimizer = torch.optim.Adam(
-        model.parameters(),
-        lr=opt["lr"],
-        weight_decay=opt["weight_decay"],
-        fused=fused_optimizer("auto", ctx.torch_device.type),
-    )
-    scheduler = torch.optim.lr_scheduler.StepLR(
-        optimizer, step_size=opt["step_size"], gamma=opt["gamma"]
-    )
 
-    train_loader = make_loader(
-        BatchTensorDataset(image=x_train, label=y_train),
-        ctx.batch_size,
-        True,
-        ctx.generator(1),
-        ctx.loader_kwargs,
-    )
-    eval_loader = make_loader(
-        BatchTensorDataset(image=x_test, label=y_test),
-        ctx.eval_batch_size,
-        False,
-        None,
-        ctx.loader_kwargs,
-    )
-    loss_module = nn.CrossEntropyLoss()
+def classification_step(loss_module: nn.Module) -> Step:
+    """Cross-entropy step (counting correct predictions) and an evaluation that
+    returns accuracy and mean loss over the whole loader."""
 
     def loss_fn(model, batch):
         logits = model(batch["image"])
@@ -296,7 +267,7 @@ def build_parts(ctx: RunContext) -> TrainingParts:
         loss_sum = torch.zeros((), dtype=torch.float32, device=ctx.torch_device)
         n = 0
         for batch in loader:
-            batch = {k: v.to(ctx.torch_device, non_blocking=True) for k, v in batch.items()}
+            batch = to_device(batch, ctx.torch_device)
             logits = model(batch["image"])
             loss_sum += loss_module(logits.float(), batch["label"]) * len(batch["label"])
             correct += (logits.argmax(dim=1) == batch["label"]).sum()
@@ -306,20 +277,39 @@ def build_parts(ctx: RunContext) -> TrainingParts:
             "samples": n,
         }
 
-    parts = TrainingParts(
-        model=model,
-        optimizer=optimizer,
+    return Step(loss_fn, evaluate)
+
+
+def build_parts(ctx: RunContext) -> TrainingParts:
+    """Model, optimizer, data and step for one cell (the benchmarks reuse them)."""
+    settings = ctx.workload_settings
+    meta, data = load_image_data(ctx)
+    channels, image_size = int(data["x_train"].shape[1]), int(data["x_train"].shape[-1])
+    num_classes = int(meta["num_classes"])
+
+    torch.manual_seed(ctx.run_seed)  # weights drawn on the CPU, then moved
+    model = build_model(settings, channels, num_classes, image_size).to(ctx.torch_device)
+    opt = settings["optimizer"]
+    optimizer = adam(model, opt, ctx.torch_device)
+    scheduler = torch.optim.lr_scheduler.StepLR(
+        optimizer, step_size=opt["step_size"], gamma=opt["gamma"]
+    )
+    loaders = cell_loaders(
+        ctx,
+        BatchTensorDataset(image=data["x_train"], label=data["y_train"]),
+        BatchTensorDataset(image=data["x_test"], label=data["y_test"]),
+    )
+    return assemble_parts(
+        model,
+        optimizer,
+        loaders,
+        classification_step(nn.CrossEntropyLoss()),
         scheduler=scheduler,
-        train_loader=train_loader,
-        eval_loader=eval_loader,
-        loss_fn=loss_fn,
-        evaluate=evaluate,
         primary_metric="accuracy",
         train_metrics=lambda sums, n: {"accuracy": sums["correct"] / n},
         model_name=f"SeedCNN({channels}x{image_size}x{image_size}, {num_classes} classes)",
-        extra_settings={"data": {**meta, "eval_samples": int(len(x_test))}},
+        extra_settings={"data": {**meta, "eval_samples": int(len(data["x_test"]))}},
     )
-    return parts
 
 
 def run(ctx: RunContext) -> dict:

@@ -12,7 +12,7 @@ falls back) when it cannot.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +20,20 @@ import torch
 import torch.nn.functional as F
 
 from ..context import RunContext
-from ..data import BatchTensorDataset, make_loader
+from ..data import BatchTensorDataset
 from ..devices import fused_optimizer
 from ..metrics import multilabel_metrics
 from ..training import TrainingParts, run_training
+from .common import (
+    Step,
+    assemble_parts,
+    best_epoch_metrics,
+    cell_loaders,
+    load_cell_data,
+    optimizer_updates,
+    to_device,
+    warmup_updates,
+)
 
 DATA_FILE = "dataset.npz"
 TOKENIZER_DIR = "tokenizer"
@@ -83,12 +93,12 @@ def load_pretrained_tokenizer(name: str):
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Tokenize every split once, at the fixed sequence length, and cache the tokenizer."""
-    from .. import textdata
     from ..records import atomic_write_json
+    from ..textdata.splits import load_splits
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    splits = textdata.load_splits(settings["data"], seed)
+    splits = load_splits(settings["data"], seed)
     train, dev = splits["train"], splits["dev"]
     pretrained = settings["model"].get("pretrained")
     tok_settings = settings["tokenizer"]
@@ -204,48 +214,33 @@ def fused_adamw(setting, device_type: str) -> bool | None:
     return fused_optimizer(setting, device_type)
 
 
-def build_parts(ctx: RunContext) -> TrainingParts:
-    """Model, optimizer, data and step for one cell (the benchmarks reuse them)."""
-    settings = ctx.workload_settings
-    data_dir = Path(ctx.spec["data_path"])
-    meta = json.loads((data_dir / "meta.json").read_text())
-    arrays = np.load(data_dir / DATA_FILE)
-    label_names = meta["label_names"]
-
-    def tensors(split: str) -> BatchTensorDataset:
-        return BatchTensorDataset(
-            input_ids=torch.from_numpy(arrays[f"{split}_input_ids"].astype(np.int64)),
-            attention_mask=torch.from_numpy(arrays[f"{split}_attention_mask"].astype(np.int64)),
-            labels=torch.from_numpy(arrays[f"{split}_labels"].astype(np.float32)),
-        )
-
-    torch.manual_seed(ctx.run_seed)  # weights drawn on the CPU, then moved
-    model = build_model(settings, len(label_names), int(meta["vocab_size"])).to(ctx.torch_device)
-    opt = settings["optimizer"]
-    fused = fused_adamw(opt["fused"], ctx.torch_device.type)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=opt["lr"], weight_decay=opt["weight_decay"], fused=fused
+def token_dataset(arrays, split: str) -> BatchTensorDataset:
+    """One tokenized split (``train`` or ``dev``) as int64 ids and mask, float labels."""
+    return BatchTensorDataset(
+        input_ids=torch.from_numpy(arrays[f"{split}_input_ids"].astype(np.int64)),
+        attention_mask=torch.from_numpy(arrays[f"{split}_attention_mask"].astype(np.int64)),
+        labels=torch.from_numpy(arrays[f"{split}_labels"].astype(np.float32)),
     )
-    train_loader = make_loader(
-        tensors("train"), ctx.batch_size, True, ctx.generator(1), ctx.loader_kwargs
-    )
-    # Linear warm-up then linear decay, per optimizer step, as in BERT fine-tuning.
-    steps_per_epoch = len(train_loader)
-    if settings.get("max_steps_per_epoch"):
-        steps_per_epoch = min(steps_per_epoch, int(settings["max_steps_per_epoch"]))
-    accumulation = int(settings["gradient_accumulation"])
-    total_updates = max(1, -(-steps_per_epoch // accumulation) * int(settings["epochs"]))
-    warmup_updates = int(round(float(opt["warmup_ratio"]) * total_updates))
-    step_scheduler = torch.optim.lr_scheduler.LambdaLR(
+
+
+def warmup_linear_decay(
+    optimizer: torch.optim.Optimizer, warmup: int, total: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``warmup`` updates, then linear decay to 0 at ``total``,
+    per optimizer step, as in BERT fine-tuning."""
+    return torch.optim.lr_scheduler.LambdaLR(
         optimizer,
         lambda update: (
-            (update + 1) / max(1, warmup_updates)
-            if update < warmup_updates
-            else max(0.0, (total_updates - update) / max(1, total_updates - warmup_updates))
+            (update + 1) / max(1, warmup)
+            if update < warmup
+            else max(0.0, (total - update) / max(1, total - warmup))
         ),
     )
-    eval_loader = make_loader(tensors("dev"), ctx.eval_batch_size, False, None, ctx.loader_kwargs)
-    threshold = float(settings["threshold"])
+
+
+def multilabel_step(threshold: float, label_names: list[str]) -> Step:
+    """BCE step; evaluation gathers logits and labels on the device, and ``score``
+    thresholds the sigmoid at ``threshold`` for the multi-label metrics."""
 
     def loss_fn(model, batch):
         out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
@@ -254,7 +249,7 @@ def build_parts(ctx: RunContext) -> TrainingParts:
     def evaluate(model, loader, ctx):
         logits, labels, loss_sum, n = [], [], torch.zeros((), device=ctx.torch_device), 0
         for batch in loader:
-            batch = {k: v.to(ctx.torch_device, non_blocking=True) for k, v in batch.items()}
+            batch = to_device(batch, ctx.torch_device)
             out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
             loss_sum += multilabel_loss(out.logits, batch["labels"]) * len(batch["labels"])
             logits.append(out.logits.float())
@@ -273,44 +268,16 @@ def build_parts(ctx: RunContext) -> TrainingParts:
         metrics["loss"] = loss
         return metrics
 
-    parts = TrainingParts(
-        model=model,
-        optimizer=optimizer,
-        train_loader=train_loader,
-        eval_loader=eval_loader,
-        loss_fn=loss_fn,
-        evaluate=evaluate,
-        score=score,
-        step_scheduler=step_scheduler,
-        primary_metric="micro_f1",
-        model_name=settings["model"].get("pretrained")
-        or "DistilBERT (DistilBertConfig, random init)",
-        extra_settings={
-            "max_length": int(meta["max_length"]),
-            "threshold": threshold,
-            "fused_adamw": fused,
-            "learning_rate": opt["lr"],
-            "lr_schedule": f"linear warm-up over {warmup_updates} of {total_updates} updates, then linear decay",
-            "data": {
-                k: meta[k]
-                for k in (
-                    "source",
-                    "n_train",
-                    "n_dev",
-                    "label_names",
-                    "truncated_fraction",
-                    "tokenizer",
-                    "vocab_size",
-                )
-            },
-        },
-    )
+    return Step(loss_fn, evaluate, score)
+
+
+def best_epoch_facts(threshold: float) -> Callable[[dict], dict]:
+    """The ``finish`` hook: the best epoch's per-label and F1 metrics into the task."""
 
     def finish(result: dict) -> dict:
         """Workload facts added to the loop's result."""
-        best = result["task"]["best_epoch"]
-        if best is not None:
-            best_metrics = result["epochs"][best - 1]["eval_metrics"]
+        best_metrics = best_epoch_metrics(result)
+        if best_metrics is not None:
             result["task"].update(
                 {
                     "per_label": best_metrics["per_label"],
@@ -321,8 +288,56 @@ def build_parts(ctx: RunContext) -> TrainingParts:
             )
         return result
 
-    parts.finish = finish
-    return parts
+    return finish
+
+
+DATA_FACTS = (
+    "source",
+    "n_train",
+    "n_dev",
+    "label_names",
+    "truncated_fraction",
+    "tokenizer",
+    "vocab_size",
+)
+
+
+def build_parts(ctx: RunContext) -> TrainingParts:
+    """Model, optimizer, data and step for one cell (the benchmarks reuse them)."""
+    settings = ctx.workload_settings
+    meta, arrays = load_cell_data(ctx, DATA_FILE)
+    label_names = meta["label_names"]
+
+    torch.manual_seed(ctx.run_seed)  # weights drawn on the CPU, then moved
+    model = build_model(settings, len(label_names), int(meta["vocab_size"])).to(ctx.torch_device)
+    opt = settings["optimizer"]
+    fused = fused_adamw(opt["fused"], ctx.torch_device.type)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=opt["lr"], weight_decay=opt["weight_decay"], fused=fused
+    )
+    loaders = cell_loaders(ctx, token_dataset(arrays, "train"), token_dataset(arrays, "dev"))
+    total_updates = optimizer_updates(settings, loaders[0])
+    warmup = warmup_updates(opt, total_updates)
+    threshold = float(settings["threshold"])
+    return assemble_parts(
+        model,
+        optimizer,
+        loaders,
+        multilabel_step(threshold, label_names),
+        step_scheduler=warmup_linear_decay(optimizer, warmup, total_updates),
+        primary_metric="micro_f1",
+        model_name=settings["model"].get("pretrained")
+        or "DistilBERT (DistilBertConfig, random init)",
+        extra_settings={
+            "max_length": int(meta["max_length"]),
+            "threshold": threshold,
+            "fused_adamw": fused,
+            "learning_rate": opt["lr"],
+            "lr_schedule": f"linear warm-up over {warmup} of {total_updates} updates, then linear decay",
+            "data": {k: meta[k] for k in DATA_FACTS},
+        },
+        finish=best_epoch_facts(threshold),
+    )
 
 
 def run(ctx: RunContext) -> dict:

@@ -1,0 +1,315 @@
+"""A deterministic generator of synthetic grant/project proposals.
+
+Each document's four labels are injected by explicit rules, so the ground truth is
+exact; :func:`~.proposal_check.check_proposal` re-derives them from the text alone.
+Every helper below draws from the one ``numpy`` generator in a fixed order: the same
+seed always gives the same documents.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dataset import CONFIG_KEY, TextDataset
+from .proposal_vocabulary import (
+    CROSSWALK_OPENERS,
+    CROSSWALK_REFS,
+    FILLERS,
+    FIRST_NAME_VARIANT,
+    FIRST_NAMES,
+    HONORIFICS,
+    INTRO_TEMPLATES,
+    MENTION_TEMPLATES,
+    MONTHS,
+    OBJECTIVE_EXTRAS,
+    OBJECTIVE_INTROS,
+    OBJECTIVE_THINGS,
+    OBJECTIVE_VERBS,
+    PHASE_ACTIVITIES,
+    PHASE_TEMPLATES,
+    PLACES,
+    QUALITY_SLOTS,
+    SURNAME_VARIANT,
+    SURNAMES,
+    TIMELINE_INTROS,
+    TITLE_TEMPLATES,
+    TITLE_VERBS,
+    TOPICS,
+)
+
+PROPOSAL_LABELS = ("crosswalk_error", "banned_phrases", "name_inconsistency", "date_inconsistency")
+DEFAULT_LABEL_FREQUENCY = 0.3
+
+_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+_MAX_OBJECTIVE = 6  # listed objectives and cited numbers both stay within 1..6
+_TARGET_MAX_WORDS = 180
+
+
+def _pick(rng: np.random.Generator, items: Sequence):
+    return items[int(rng.integers(len(items)))]
+
+
+def _format_date(day: dt.date, style: int) -> str:
+    if style == 0:
+        return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
+    return f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """The topic and place one proposal is about; templates name them as {topic}, {place}."""
+
+    topic: str
+    place: str
+
+    def fill(self, template: str, **kw) -> str:
+        return template.format(topic=self.topic, place=self.place, **kw)
+
+
+def _title(rng: np.random.Generator, subject: _Subject) -> str:
+    return _pick(rng, TITLE_TEMPLATES).format(
+        verb=_pick(rng, TITLE_VERBS), Topic=subject.topic.title(), Place=subject.place.title()
+    )
+
+
+def _investigator_mentions(rng: np.random.Generator, inconsistent: bool) -> list[str]:
+    """The principal investigator as written at each of 2-3 mentions; if ``inconsistent``,
+    one later mention (never the first) spells the first name or the surname differently."""
+    first, last = _pick(rng, FIRST_NAMES), _pick(rng, SURNAMES)
+    n_mentions = int(rng.integers(2, 4))
+    names = [(first, last)] * n_mentions
+    if inconsistent:
+        j = int(rng.integers(1, n_mentions))
+        if rng.random() < 0.5:
+            names[j] = (FIRST_NAME_VARIANT[first], last)
+        else:
+            names[j] = (first, SURNAME_VARIANT[last])
+    return [f"{_pick(rng, HONORIFICS)} {f} {s}" for f, s in names]
+
+
+def _investigator_sentences(
+    rng: np.random.Generator, subject: _Subject, pis: list[str]
+) -> tuple[str, list[str]]:
+    """(the introduction naming ``pis[0]``, one sentence for each later mention)."""
+    intro = subject.fill(_pick(rng, INTRO_TEMPLATES), pi=pis[0])
+    mention_idx = rng.permutation(len(MENTION_TEMPLATES))[: len(pis) - 1]
+    mentions = [
+        subject.fill(MENTION_TEMPLATES[k], pi=pi)
+        for k, pi in zip(mention_idx, pis[1:], strict=True)
+    ]
+    return intro, mentions
+
+
+def _objective_numbering(rng: np.random.Generator, wrong_reference: bool) -> tuple[int, list[int]]:
+    """(how many objectives are listed, the objective numbers the crosswalk cites).
+
+    A wrong reference is one past the list: either the list stops one short of an
+    objective the crosswalk cites, or the crosswalk cites one past the list. Half each
+    (forced at the ends of the 2..6 range) keeps both the list length and the largest
+    cited number weak cues on their own; only comparing them gives the label.
+    """
+    full = int(rng.integers(2, _MAX_OBJECTIVE + 1))
+    n_refs = int(rng.integers(1, min(3, full) + 1))
+    refs = [int(k) + 1 for k in rng.permutation(full)[:n_refs]]
+    if full not in refs and rng.random() < 0.8:
+        refs[-1] = full
+    n_obj = full
+    if wrong_reference:
+        if full == _MAX_OBJECTIVE or (full > 2 and rng.random() < 0.5):
+            n_obj = full - 1
+            if full not in refs:
+                refs[int(rng.integers(n_refs))] = full
+        else:
+            refs[int(rng.integers(n_refs))] = full + 1
+    return n_obj, refs
+
+
+def _objective_lines(rng: np.random.Generator, subject: _Subject, n_obj: int) -> list[str]:
+    """The objectives' intro line, then ``n_obj`` numbered objectives about distinct things."""
+    pool = [f"{v} {t}" for v in OBJECTIVE_VERBS for t in OBJECTIVE_THINGS] + list(OBJECTIVE_EXTRAS)
+    chosen, used = [], set()
+    while len(chosen) < n_obj:
+        text = subject.fill(_pick(rng, pool))
+        thing = text.split(" ", 1)[1]
+        if thing not in used:
+            used.add(thing)
+            chosen.append(text)
+    objectives = [f"Objective {k}: {text}." for k, text in enumerate(chosen, 1)]
+    obj_intro = _pick(rng, OBJECTIVE_INTROS).format(count=_NUMBER_WORDS[n_obj])
+    return [obj_intro, *objectives]
+
+
+def _crosswalk(rng: np.random.Generator, refs: list[int]) -> str:
+    """The sentence citing objectives ``refs`` against numbered standards."""
+    parts = [
+        _pick(rng, CROSSWALK_REFS).format(
+            k=k, std=f"{int(rng.integers(1, 9))}.{int(rng.integers(1, 6))}"
+        )
+        for k in refs
+    ]
+    joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return _pick(rng, CROSSWALK_OPENERS).format(refs=joined)
+
+
+def _phase_dates(rng: np.random.Generator, n_phases: int, disorder: bool) -> list[tuple]:
+    """(start, end) per phase, in phase order. In order: every date strictly after the
+    previous one. Disordered: one phase ends before it starts, or a later phase starts
+    before the earlier one ends."""
+    start = dt.date(2024, 1, 1) + dt.timedelta(days=int(rng.integers(0, 3 * 365)))
+    phases = []
+    for _ in range(n_phases):
+        end = start + dt.timedelta(days=int(rng.integers(60, 400)))
+        phases.append([start, end])
+        start = end + dt.timedelta(days=int(rng.integers(1, 45)))
+    if disorder:
+        i = int(rng.integers(n_phases))
+        if i == n_phases - 1 or rng.random() < 0.5:
+            phases[i].reverse()  # end date before start date
+        else:
+            # phase i+1 starts inside phase i (still after phase i starts), then every
+            # later date keeps its order relative to the shifted start
+            s, e = phases[i]
+            back = int(rng.integers(10, max(11, min((e - s).days - 1, 120))))
+            phases[i + 1][0] = e - dt.timedelta(days=back)
+    return [tuple(p) for p in phases]
+
+
+def _timeline_sentences(rng: np.random.Generator, disorder: bool) -> list[str]:
+    """An optional intro, then one sentence per phase with its start and end dates."""
+    n_phases = int(rng.integers(2, 4))
+    style = int(rng.integers(2))
+    phase_dates = _phase_dates(rng, n_phases, disorder)
+    timeline = [_pick(rng, TIMELINE_INTROS).format(count=_NUMBER_WORDS[n_phases])]
+    activities = rng.permutation(len(PHASE_ACTIVITIES))
+    for i, (d1, d2) in enumerate(phase_dates, 1):
+        timeline.append(
+            _pick(rng, PHASE_TEMPLATES).format(
+                i=i,
+                d1=_format_date(d1, style),
+                d2=_format_date(d2, style),
+                activity=PHASE_ACTIVITIES[activities[i - 1]],
+            )
+        )
+    return [s for s in timeline if s]
+
+
+def _quality_sentence(rng: np.random.Generator, subject: _Subject, banned: bool) -> str:
+    """The one "quality" sentence: a banned phrase if ``banned``, else a plain phrase of
+    the same kind, so the sentence itself is no cue."""
+    templates, banned_phrases, plain_phrases = _pick(rng, QUALITY_SLOTS)
+    phrase = _pick(rng, banned_phrases if banned else plain_phrases)
+    return subject.fill(_pick(rng, templates), x=phrase)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Every fixed sentence of one proposal and where the optional fillers go."""
+
+    title: str
+    intro: str
+    mentions: list[str]
+    objective_lines: list[str]
+    crosswalk: str
+    timeline: list[str]
+    quality: str
+    filler_split: int  # how many fillers stand before the objectives
+    quality_early: bool
+    closing_order: np.ndarray  # a permutation of the closing paragraph's sentences
+
+    def render(self, fillers: list[str]) -> str:
+        k = min(self.filler_split, len(fillers))
+        head = [self.intro, *fillers[:k]] + ([self.quality] if self.quality_early else [])
+        tail = self.mentions + fillers[k:] + ([] if self.quality_early else [self.quality])
+        tail = [tail[i] for i in self.closing_order if i < len(tail)]
+        return "\n".join(
+            [
+                self.title,
+                " ".join(head),
+                *self.objective_lines,
+                self.crosswalk,
+                " ".join(self.timeline),
+                " ".join(tail),
+            ]
+        )
+
+    def fit(self, fillers: list[str]) -> str:
+        """The rendered document, dropping fillers from the end while it is too long."""
+        text = self.render(fillers)
+        while len(text.split()) > _TARGET_MAX_WORDS and fillers:
+            fillers = fillers[:-1]
+            text = self.render(fillers)
+        return text
+
+
+def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
+    subject = _Subject(topic=_pick(rng, TOPICS), place=_pick(rng, PLACES))
+    title = _title(rng, subject)
+    pis = _investigator_mentions(rng, flags["name_inconsistency"])
+    intro, mentions = _investigator_sentences(rng, subject, pis)
+    n_obj, refs = _objective_numbering(rng, flags["crosswalk_error"])
+    objective_lines = _objective_lines(rng, subject, n_obj)
+    crosswalk = _crosswalk(rng, refs)
+    timeline = _timeline_sentences(rng, flags["date_inconsistency"])
+    quality = _quality_sentence(rng, subject, flags["banned_phrases"])
+
+    n_fill = int(rng.integers(0, 4))
+    fillers = [subject.fill(FILLERS[k]) for k in rng.permutation(len(FILLERS))[:n_fill]]
+    filler_split = int(rng.integers(0, n_fill + 1))
+    quality_early = bool(rng.random() < 0.5)
+    closing_order = rng.permutation(len(mentions) + 1 + n_fill)
+    layout = _Layout(
+        title=title,
+        intro=intro,
+        mentions=mentions,
+        objective_lines=objective_lines,
+        crosswalk=crosswalk,
+        timeline=timeline,
+        quality=quality,
+        filler_split=filler_split,
+        quality_early=quality_early,
+        closing_order=closing_order,
+    )
+    return layout.fit(fillers)
+
+
+def _label_frequencies(label_frequencies: dict | None) -> dict[str, float]:
+    given = dict(label_frequencies or {})
+    unknown = sorted(set(given) - set(PROPOSAL_LABELS))
+    if unknown:
+        raise ValueError(
+            f"{CONFIG_KEY}.label_frequencies: unknown label(s) {unknown}; "
+            f"use only {list(PROPOSAL_LABELS)}"
+        )
+    out = {}
+    for label in PROPOSAL_LABELS:
+        p = given.get(label, DEFAULT_LABEL_FREQUENCY)
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise ValueError(
+                f"{CONFIG_KEY}.label_frequencies.{label} = {p!r}; set a probability in [0, 1]"
+            )
+        out[label] = float(p)
+    return out
+
+
+def generate_proposals(
+    n: int, seed: int, label_frequencies: dict[str, float] | None = None
+) -> TextDataset:
+    """``n`` synthetic proposals from ``numpy.random.default_rng(seed)``.
+
+    Each label is injected independently with probability ``label_frequencies[label]``
+    (labels missing from the dict, or a None/empty dict, get 0.3).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"number of proposals must be a non-negative integer, got {n!r}")
+    freqs = _label_frequencies(label_frequencies)
+    rng = np.random.default_rng(seed)
+    probs = np.array([freqs[label] for label in PROPOSAL_LABELS])
+    labels = (rng.random((int(n), len(PROPOSAL_LABELS))) < probs).astype(np.uint8)
+    texts = [
+        _proposal(rng, dict(zip(PROPOSAL_LABELS, map(bool, row), strict=True))) for row in labels
+    ]
+    return TextDataset(texts=texts, labels=labels, label_names=list(PROPOSAL_LABELS))
