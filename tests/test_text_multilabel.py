@@ -161,3 +161,22 @@ def test_default_config_proposals_fit_max_length(tmp_path, repo_root):
     assert ids.shape == (600, settings["max_length"])
     cls_id = text_multilabel.SPECIAL_TOKENS.index("[CLS]")  # special tokens come first
     assert (ids[:, 0] == cls_id).all()
+
+
+def test_wordpiece_training_gives_one_vocabulary_for_one_corpus():
+    """tokenizers' trainer numbers its ``##`` tokens in hash-map order and breaks ties
+    between equally frequent merges by those numbers (huggingface/tokenizers#1794):
+    the same split gave a different vocabulary, so different data, on each run."""
+    import random
+
+    rng = random.Random(0)
+    stems = [f"w{i}" for i in range(400)]
+    texts = [
+        " ".join(rng.choice(stems) + rng.choice(["", "ing", "ed", "s"]) for _ in range(30))
+        for _ in range(300)
+    ]
+    vocabularies = {
+        tuple(sorted(text_multilabel.train_wordpiece(texts, 400, 2, True).get_vocab().items()))
+        for _ in range(6)
+    }
+    assert len(vocabularies) == 1

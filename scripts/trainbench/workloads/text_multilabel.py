@@ -53,20 +53,40 @@ def load_help(name: str) -> str:
     )
 
 
+def continuing_subwords(texts: list[str], lowercase: bool) -> list[str]:
+    """Every ``##c`` token WordPiece training creates for ``texts``, sorted.
+
+    The trainer (tokenizers 0.23.3) gives these tokens ids in hash-map order, and
+    those ids break ties between equally frequent merges, so the same texts gave a
+    different vocabulary on each run (huggingface/tokenizers#1794). Declared up
+    front, they get ids in this sorted order and training is deterministic."""
+    from tokenizers import BertWordPieceTokenizer
+
+    probe = BertWordPieceTokenizer(lowercase=lowercase)
+    chars: set[str] = set()
+    for text in texts:
+        for word, _ in probe.pre_tokenizer.pre_tokenize_str(probe.normalizer.normalize_str(text)):
+            chars.update(word[1:])
+    return ["##" + char for char in sorted(chars)]
+
+
 def train_wordpiece(texts: list[str], vocab_size: int, min_frequency: int, lowercase: bool):
-    """A WordPiece tokenizer trained on the training split only (no network)."""
+    """A WordPiece tokenizer trained on the training split only (no network); the same
+    texts give the same vocabulary on every run and machine."""
     from tokenizers import BertWordPieceTokenizer
     from tokenizers.processors import BertProcessing
     from transformers import PreTrainedTokenizerFast
 
-    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
-    wordpiece.train_from_iterator(
+    trainer = BertWordPieceTokenizer(lowercase=lowercase)
+    trainer.train_from_iterator(
         texts,
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=SPECIAL_TOKENS + continuing_subwords(texts, lowercase),
         show_progress=False,
     )
+    # The trained vocabulary in a fresh tokenizer: only SPECIAL_TOKENS are special.
+    wordpiece = BertWordPieceTokenizer(vocab=trainer.get_vocab(), lowercase=lowercase)
     # "[CLS] text [SEP]" as BERT's own tokenizer writes it: the classification head
     # reads position 0, which must be [CLS] and not the document's first word.
     wordpiece._tokenizer.post_processor = BertProcessing(
