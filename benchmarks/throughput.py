@@ -20,7 +20,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-from trainbench.bench import throughput  # noqa: E402
+from trainbench.bench.throughput_report import render_index, write_markdown  # noqa: E402
+from trainbench.bench.throughput_run import run_suite  # noqa: E402
+from trainbench.bench.throughput_suite import load_suite  # noqa: E402
+from trainbench.bench.throughput_summary import target_checks  # noqa: E402
 from trainbench.records import atomic_write_text  # noqa: E402
 
 
@@ -39,25 +42,23 @@ def main() -> int:
     if args.index:
         results_dir = Path(args.out)
         files = sorted(results_dir.glob("throughput-*.json"))
-        atomic_write_text(results_dir / "README.md", throughput.render_index(files))
+        atomic_write_text(results_dir / "README.md", render_index(files))
         return 0
     if args.render:
         results = json.loads(Path(args.render).read_text())
-        throughput.write_markdown(results, Path(args.render).with_suffix(".md"))
+        write_markdown(results, Path(args.render).with_suffix(".md"))
         return 0
     if not args.suite:
         parser.error("give a suite file or --render RESULTS.json")
-    suite = throughput.load_suite(args.suite)
+    suite = load_suite(args.suite)
     day = dt.date.today().isoformat()
     part = f"-{'-'.join(args.only)}" if args.only else ""
     out = Path(args.out) / f"throughput-{suite['name']}-{day}{part}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    results = throughput.run_suite(
-        suite, out, only=args.only, log=lambda line: print(line, flush=True)
-    )
-    throughput.write_markdown(results, out.with_suffix(".md"))
+    results = run_suite(suite, out, only=args.only, log=lambda line: print(line, flush=True))
+    write_markdown(results, out.with_suffix(".md"))
     print(f"wrote {out} and {out.with_suffix('.md')}")
-    for check in throughput.target_checks(results):
+    for check in target_checks(results):
         if check["met"] != "met":
             print(f"target {check['met']}: {check['target']} at {check['where']}: "
                   f"{check['value']:.4f}")  # fmt: skip

@@ -9,7 +9,10 @@ import json
 
 import pytest
 import yaml
-from trainbench.bench import throughput as tp
+from trainbench.bench.throughput_report import render_markdown
+from trainbench.bench.throughput_run import run_suite
+from trainbench.bench.throughput_suite import SuiteError, Variant, load_suite
+from trainbench.bench.throughput_summary import summarize, target_checks
 
 
 def write_suite(tmp_path, suite: dict):
@@ -36,18 +39,18 @@ TINY_CNN = {
     ],
 )
 def test_variant_grammar(text, runner, mode):
-    variant = tp.Variant.parse(text)
+    variant = Variant.parse(text)
     assert (variant.runner, variant.compile, variant.name) == (runner, mode, text)
 
 
 @pytest.mark.parametrize("bad", ["trainer", "hf_trainer:compile", "bare:fast", "bare:compile-x"])
 def test_bad_variants_are_refused(bad):
-    with pytest.raises(tp.SuiteError, match="variant"):
-        tp.Variant.parse(bad)
+    with pytest.raises(SuiteError, match="variant"):
+        Variant.parse(bad)
 
 
 def test_a_named_variant_carries_its_device_settings():
-    variant = tp.Variant.parse(
+    variant = Variant.parse(
         {"name": "harness:no-stage", "variant": "harness", "device_settings": {"num_workers": 2}}
     )
     assert variant.name == "harness:no-stage" and dict(variant.device_settings) == {
@@ -85,8 +88,8 @@ def test_a_named_variant_carries_its_device_settings():
 def test_suite_problems_name_the_key(tmp_path, change, message):
     suite = {"name": "t", "device": "cpu", "cases": {}}
     suite.update(change)
-    with pytest.raises(tp.SuiteError, match=message):
-        tp.load_suite(write_suite(tmp_path, suite))
+    with pytest.raises(SuiteError, match=message):
+        load_suite(write_suite(tmp_path, suite))
 
 
 def measurement(variant, rnd, sps, **extra):
@@ -103,7 +106,7 @@ def measurement(variant, rnd, sps, **extra):
 
 def test_ratios_are_paired_per_round_and_the_median_taken():
     # Round 1 ran on a slower machine state: both variants dropped; paired ratios see 1.0.
-    rows = tp.summarize(
+    rows = summarize(
         [
             measurement("bare", 0, 100.0),
             measurement("harness", 0, 99.0, event_s=1.01, wall_s=1.0),
@@ -145,14 +148,14 @@ def test_targets_and_markdown_come_from_the_results():
         "measurements": measurements
         + [{**measurements[0], "variant": "bare", "round": 1, "status": "failed", "error": "boom"}],
     }
-    results["summary"] = tp.summarize(results["measurements"])
-    checks = {c["target"].split(" ")[2]: c for c in tp.target_checks(results)}
+    results["summary"] = summarize(results["measurements"])
+    checks = {c["target"].split(" ")[2]: c for c in target_checks(results)}
     # one round: a range of one paired ratio is the ratio itself, below the target
     assert checks["bare"]["value"] == pytest.approx(0.97) and checks["bare"]["met"] == "missed"
     assert checks["HF"]["value"] == pytest.approx(97 / 80) and checks["HF"]["met"] == "met"
-    timing = next(c for c in tp.target_checks(results) if "CUDA events" in c["target"])
+    timing = next(c for c in target_checks(results) if "CUDA events" in c["target"])
     assert timing["value"] == pytest.approx(0.03) and timing["met"] == "missed"
-    text = tp.render_markdown(results)
+    text = render_markdown(results)
     assert "| 0.970 (0.970–0.970) |" in text and "**missed**" in text
     assert "boom" in text  # failed measurements are listed, not dropped
 
@@ -169,8 +172,8 @@ def test_a_target_is_met_or_missed_only_when_the_interval_says_so(rounds, verdic
     measurements = []
     for i, ratio in enumerate(rounds):
         measurements += [measurement("bare", i, 100.0), measurement("harness", i, 100.0 * ratio)]
-    results = {"device": "cpu", "summary": tp.summarize(measurements)}
-    check = next(c for c in tp.target_checks(results) if "bare" in c["target"])
+    results = {"device": "cpu", "summary": summarize(measurements)}
+    check = next(c for c in target_checks(results) if "bare" in c["target"])
     assert check["met"] == verdict
     assert check["interval"] == "range of 3 paired rounds"
 
@@ -192,11 +195,11 @@ def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):
                 "model": {"dim": 16, "n_layers": 1, "n_heads": 2, "hidden_dim": 32},
             },
         }
-    suite = tp.load_suite(
+    suite = load_suite(
         write_suite(tmp_path, {"name": "tiny", "device": "cpu", "rounds": 1, "cases": cases})
     )
     out = tmp_path / "results.json"
-    results = tp.run_suite(suite, out, log=lambda line: None)
+    results = run_suite(suite, out, log=lambda line: None)
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
     ok = [m for m in results["measurements"] if m["status"] == "ok"]
     assert {m["variant"] for m in ok} >= set(variants)

@@ -18,7 +18,7 @@ from trainbench.aggregate import build_tables, load_records
 from trainbench.records import RecordError, read_record, validate_record
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from overhead import measure, render, synthetic  # noqa: E402  (benchmarks/overhead)
+from overhead import measure, render, synthetic, workflow  # noqa: E402  (benchmarks/overhead)
 from overhead import trace as traces  # noqa: E402
 
 RUN = {"pid": 4242, "started": 1795316200.31}
@@ -175,7 +175,7 @@ def _not_ok(template: dict, status: str) -> dict:
 
 
 def test_synthetic_records_are_valid_and_aggregate(tmp_path):
-    archives = sorted(measure.REPO.glob(measure.TEMPLATE_ARCHIVES))
+    archives = sorted(workflow.REPO.glob(measure.TEMPLATE_ARCHIVES))
     templates = synthetic.load_templates(archives, [])
     assert templates
     for workload in synthetic.synthetic_config()["workloads"]:

@@ -42,12 +42,24 @@ def _command(argv: list[str]) -> str:
 
 def markdown_section(result: dict) -> str:
     """The README section, every number read from ``result`` (the JSON)."""
-    machine, runs, goals = result["machine"], result["runs"], result["goals"]
-    packages = machine["packages"]
+    runs = result["runs"]
     labels = [label for label in ("before", "after") if label in runs]
     labels += [label for label in runs if label not in labels]
     records = next((_dig(runs[x], "downstream", "records") for x in reversed(labels)), None)
     lines = [
+        *_intro_lines(result, labels, records),
+        *_table_lines(runs, labels, result["goals"], records),
+        *_method_lines(runs, labels),
+        *_slurm_lines(runs, labels),
+    ]
+    return "\n".join(lines)
+
+
+def _intro_lines(result: dict, labels: list[str], records: int | None) -> list[str]:
+    """The heading, the goals, the machine, the commands and the code of each label."""
+    machine, runs, goals = result["machine"], result["runs"], result["goals"]
+    packages = machine["packages"]
+    return [
         SECTION_HEADING,
         "",
         "Goals: what Snakemake, process start-up and imports add to each cell ≤ "
@@ -68,50 +80,69 @@ def markdown_section(result: dict) -> str:
         "",
         *(f"- {x}: {_describe(runs[x])}" for x in labels),
         "",
+    ]
+
+
+# The table's rows after the header: (title, goal key or None, path into a label's run).
+# A title holding "{records}" names the downstream record count.
+TABLE_ROWS: tuple[tuple[str, str | None, tuple], ...] = (
+    ("**per-cell overhead** (cell wall time − its own work)", "per_cell_overhead_s",
+     ("cells", "all", "overhead_s")),
+    *(
+        (f"– {status} cells", "per_cell_overhead_s", ("cells", "by_status", status, "overhead_s"))
+        for status in ("ok", "unavailable", "failed")
+    ),
+    ("– Snakemake between jobs (job done, scheduling, job start)", None,
+     ("cells", "all", "snakemake_gap_s")),
+    ("– launcher: Python start, script preamble, imports", None,
+     ("cells", "all", "launcher_start_imports_s")),
+    ("– child: spawn, Python start, imports (torch)", None,
+     ("cells", "all", "child_spawn_imports_s")),
+    ("– child exit, record built and written", None,
+     ("cells", "all", "child_exit_and_record_s")),
+    ("the cell's own work (a 16×16 matmul; the availability check)", None,
+     ("cells", "all", "work_s")),
+    ("Snakemake with nothing to do (parse, DAG, file checks)", None,
+     ("cells", "snakemake_noop_s")),
+    ("**aggregate + tables + figures + reports**, {records} records, "
+     "`snakemake --cores 1 results/report.md`", "downstream_s", ("downstream", "wall_s")),
+    ("the same without Snakemake's own start-up (each run's, from the trace)", "downstream_s",
+     ("downstream", "wall_without_snakemake_startup_s")),
+    ("– Snakemake's start-up: imports and executor plugins, until it reads the Snakefile", None,
+     ("downstream", "snakemake_fixed", "startup_s")),
+    ("– Snakemake parses the Snakefile and builds the DAG of the up-to-date cells", None,
+     ("downstream", "snakemake_fixed", "parse_and_dag_s")),
+    ("– Snakemake between the jobs", None, ("downstream", "jobs", "between_jobs_s")),
+    ("– the jobs' Python start and imports", None, ("downstream", "jobs", "start_imports_s")),
+    ("– the jobs' work", None, ("downstream", "jobs", "work_s")),
+    ("`snakemake --version` (start-up alone, timed apart)", None, ("snakemake_start", "wall_s")),
+)  # fmt: skip
+
+
+def _table_lines(runs: dict, labels: list[str], goals: dict, records: int | None) -> list[str]:
+    """The table: one column per label, one row per :data:`TABLE_ROWS` entry."""
+    lines = [
         "| | goal | " + " | ".join(labels) + " |",
         "|---|---|" + "---|" * len(labels),
     ]
-
-    def row(title: str, goal: float | None, path: tuple) -> None:
-        shown = []
-        for label in labels:
-            value = _dig(runs[label], *path)
-            text = "–" if value is None else f"{value:.2f} s"
-            if goal is not None and value is not None:
-                text += f" ({_met(value, goal)})"
-            shown.append(text)
+    for title, goal_key, path in TABLE_ROWS:
+        goal = goals[goal_key] if goal_key else None
+        shown = [_table_value(_dig(runs[label], *path), goal) for label in labels]
         goal_text = f"≤ {goal:g} s" if goal is not None else ""
+        title = title.format(records=records)
         lines.append(f"| {title} | {goal_text} | " + " | ".join(shown) + " |")
+    return lines
 
-    row("**per-cell overhead** (cell wall time − its own work)", goals["per_cell_overhead_s"],
-        ("cells", "all", "overhead_s"))  # fmt: skip
-    for status in ("ok", "unavailable", "failed"):
-        row(f"– {status} cells", goals["per_cell_overhead_s"],
-            ("cells", "by_status", status, "overhead_s"))  # fmt: skip
-    for key, title in (
-        ("snakemake_gap_s", "– Snakemake between jobs (job done, scheduling, job start)"),
-        ("launcher_start_imports_s", "– launcher: Python start, script preamble, imports"),
-        ("child_spawn_imports_s", "– child: spawn, Python start, imports (torch)"),
-        ("child_exit_and_record_s", "– child exit, record built and written"),
-        ("work_s", "the cell's own work (a 16×16 matmul; the availability check)"),
-    ):
-        row(title, None, ("cells", "all", key))
-    row("Snakemake with nothing to do (parse, DAG, file checks)", None,
-        ("cells", "snakemake_noop_s"))  # fmt: skip
-    row(f"**aggregate + tables + figures + reports**, {records} records, "
-        "`snakemake --cores 1 results/report.md`", goals["downstream_s"],
-        ("downstream", "wall_s"))  # fmt: skip
-    row("the same without Snakemake's own start-up (each run's, from the trace)",
-        goals["downstream_s"], ("downstream", "wall_without_snakemake_startup_s"))  # fmt: skip
-    row("– Snakemake's start-up: imports and executor plugins, until it reads the Snakefile",
-        None, ("downstream", "snakemake_fixed", "startup_s"))  # fmt: skip
-    row("– Snakemake parses the Snakefile and builds the DAG of the up-to-date cells",
-        None, ("downstream", "snakemake_fixed", "parse_and_dag_s"))  # fmt: skip
-    row("– Snakemake between the jobs", None, ("downstream", "jobs", "between_jobs_s"))
-    row("– the jobs' Python start and imports", None, ("downstream", "jobs", "start_imports_s"))
-    row("– the jobs' work", None, ("downstream", "jobs", "work_s"))
-    row("`snakemake --version` (start-up alone, timed apart)", None,
-        ("snakemake_start", "wall_s"))  # fmt: skip
+
+def _table_value(value, goal: float | None) -> str:
+    text = "–" if value is None else f"{value:.2f} s"
+    if goal is not None and value is not None:
+        text += f" ({_met(value, goal)})"
+    return text
+
+
+def _method_lines(runs: dict, labels: list[str]) -> list[str]:
+    """How the cells and the downstream rules were measured, with the jobs each label ran."""
     jobs = ", ".join(
         f"{x}: {_dig(runs[x], 'downstream', 'jobs', 'jobs'):g} jobs "
         f"({', '.join(_dig(runs[x], 'downstream', 'by_rule') or {})})"
@@ -119,7 +150,7 @@ def markdown_section(result: dict) -> str:
         if _dig(runs[x], "downstream", "jobs", "jobs") is not None
     )
     counts = _dig(runs[labels[-1]], "downstream", "records_by_status") or {}
-    lines += [
+    return [
         "",
         "How: **cells** runs a matrix of cells that do almost nothing (one 16×16 matmul on "
         "cpu, mps and cuda; mps and cuda are unavailable here; one cpu repeat fails on "
@@ -133,27 +164,32 @@ def markdown_section(result: dict) -> str:
         + ".",
         "",
     ]
+
+
+def _slurm_lines(runs: dict, labels: list[str]) -> list[str]:
+    """Where the Slurm executor plugin is installed: what its ``scontrol show config``
+    cost each label."""
     slurm = [
         (x, runs[x]["snakemake_start"])
         for x in labels
         if _dig(runs[x], "snakemake_start", "scontrol_show_config_s") is not None
     ]
-    if slurm:
-        lines += [
-            "Snakemake's start-up includes the Slurm executor plugin (installed in this "
-            "environment), which runs `scontrol show config` when it is imported, by every "
-            "`snakemake`, local runs too. `scontrol show config` alone, timed before each "
-            "label's runs: "
-            + "; ".join(
-                f"{x}: {s['scontrol_show_config_s']:.1f} s (exit {s['scontrol_show_config_rc']})"
-                for x, s in slurm
-            )
-            + ". It waits for a controller where Slurm's client tools and config are "
-            "installed but no controller answers (exit 1), as on this shared machine at "
-            "times; hence the row without Snakemake's start-up.",
-            "",
-        ]
-    return "\n".join(lines)
+    if not slurm:
+        return []
+    return [
+        "Snakemake's start-up includes the Slurm executor plugin (installed in this "
+        "environment), which runs `scontrol show config` when it is imported, by every "
+        "`snakemake`, local runs too. `scontrol show config` alone, timed before each "
+        "label's runs: "
+        + "; ".join(
+            f"{x}: {s['scontrol_show_config_s']:.1f} s (exit {s['scontrol_show_config_rc']})"
+            for x, s in slurm
+        )
+        + ". It waits for a controller where Slurm's client tools and config are "
+        "installed but no controller answers (exit 1), as on this shared machine at "
+        "times; hence the row without Snakemake's start-up.",
+        "",
+    ]
 
 
 def update_readme(path: Path, section: str) -> None:

@@ -1,0 +1,176 @@
+"""Is the harness as fast as a careful hand-written loop, and faster than the
+Hugging Face Trainer? One process, one device, the same model, data and batch size.
+
+Variants of one case (workload x batch size), measured in rounds whose order
+rotates so that no variant always runs first or last:
+
+- ``harness``: the workload's own cell through :func:`trainbench.training.run_training`.
+  ``harness:compile`` and ``harness:compile-<mode>`` run the torch.compile columns.
+- ``bare``: the same parts in a bare best-practice loop; ``bare:compile-<mode>``
+  wraps the model in ``torch.compile`` first.
+- ``hf_trainer`` (text_multilabel only): ``transformers.Trainer`` on the same model
+  and data.
+
+(The runners are in :mod:`.throughput_loops`, the suite file in
+:mod:`.throughput_suite`, the summary and targets in :mod:`.throughput_summary`, the
+Markdown in :mod:`.throughput_report`.)
+
+Every variant times the same number of steps after the same number of warm-up
+steps; throughput = timed samples / synchronized wall seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from .. import workloads
+from ..records import atomic_write_json
+from .machine import machine_facts
+from .throughput_loops import measure_bare, measure_harness, measure_hf_trainer
+from .throughput_suite import Variant, cell_spec, trainbench_config
+from .throughput_summary import summarize
+
+
+def run_suite(
+    suite: dict,
+    out_json: str | Path,
+    only: list[str] | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Measure every case of ``suite``; rewrite ``out_json`` after each measurement
+    (atomically), so an interrupted run keeps what it measured."""
+    backend = suite["device"]
+    results = {
+        "suite": suite["name"],
+        "description": suite.get("description", ""),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "device": backend,
+        "machine": machine_facts(backend),
+        "rounds": suite["rounds"],
+        "measurements": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="trainbench-bench-") as scratch:
+        for workload, case in suite["cases"].items():
+            if only and workload not in only:
+                continue
+            config = trainbench_config(suite, workload)
+            data = str(Path(scratch) / workload)
+            module = workloads.get(workload)
+            module.prepare_data(config["workloads"][workload], data, config["seed"])
+            results["measurements"].append(_process_warmup(config, workload, case, data, log))
+            rounds = int(case.get("rounds", suite["rounds"]))
+            for batch_size in case["batch_sizes"]:
+                for row in _measure_batch_size(
+                    config, workload, case["variants"], batch_size, data, rounds
+                ):
+                    log(_row_line(row))
+                    results["measurements"].append(row)
+                    results["summary"] = summarize(results["measurements"])
+                    atomic_write_json(out_json, results)
+    return results
+
+
+def _error_text(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:2000]}"
+
+
+def _process_warmup(
+    config: dict, workload: str, case: dict, data: str, log: Callable[[str], None]
+) -> dict:
+    """The process's first run on a device pays one-time costs (CUDA context, cuBLAS
+    handles, allocator growth, lazy imports): run one harness cell, keep it apart
+    (round -1)."""
+    t0 = time.perf_counter()
+    first = case["batch_sizes"][0]
+    try:
+        warm = measure_harness(cell_spec(config, workload, Variant("harness"), first, data))
+        status, note = "process_warmup", f"{warm['samples_per_s']:.1f} samples/s"
+    except Exception as exc:  # recorded; the rounds record their own failures
+        warm = {"error": _error_text(exc)}
+        status, note = "failed", warm["error"][:300]
+    row = {
+        "workload": workload,
+        "batch_size": first,
+        "variant": "harness",
+        "round": -1,
+        "status": status,
+        "seconds_total": time.perf_counter() - t0,
+        **warm,
+    }
+    log(f"{workload}: process warm-up run (not used): {note}")
+    return row
+
+
+def _measure_batch_size(
+    config: dict, workload: str, variants: list[Variant], batch_size: int, data: str, rounds: int
+) -> Iterator[dict]:
+    """Every round of every variant at one batch size: one results row each, yielded
+    as soon as it is measured."""
+    shape: dict = {}
+    for round_index in range(rounds):
+        # Rotate the order each round: no variant always goes first.
+        shift = round_index % len(variants)
+        for variant in variants[shift:] + variants[:shift]:
+            spec = cell_spec(config, workload, variant, batch_size, data)
+            t0 = time.perf_counter()
+            try:
+                measured = _measure_variant(variant, spec, shape)
+                status = "ok"
+            except Exception as exc:  # a variant that fails is a result
+                measured = {"error": _error_text(exc)}
+                status = "failed"
+            yield {
+                "workload": workload,
+                "batch_size": batch_size,
+                "variant": variant.name,
+                "round": round_index,
+                "status": status,
+                "seconds_total": time.perf_counter() - t0,
+                # Other processes on the machine disturb host-bound steps:
+                # the 1-minute load average after the run says if any ran.
+                "load_average_1min": os.getloadavg()[0],
+                **measured,
+            }
+
+
+def _row_line(row: dict) -> str:
+    """The log line of one measured row."""
+    return f"{row['workload']} bs{row['batch_size']} {row['variant']} round {row['round']}: " + (
+        f"{row['samples_per_s']:.1f} samples/s" if row["status"] == "ok" else row["error"][:300]
+    )
+
+
+def _measure_variant(variant: Variant, spec: dict, shape: dict) -> dict:
+    """The harness runs first in its shape (warm-up and timed steps); the others copy it."""
+    if variant.runner == "harness":
+        measured = measure_harness(spec)
+        shape.setdefault("warmup", measured["warmup_steps"])
+        shape.setdefault("timed", measured["steps"])
+        return measured
+    if not shape:
+        shape.update(harness_shape(spec))
+    if variant.runner == "bare":
+        return measure_bare(spec, shape["warmup"], shape["timed"], variant.compile)
+    return measure_hf_trainer(spec, shape["warmup"], shape["timed"])
+
+
+def harness_shape(spec: dict) -> dict:
+    """Warm-up and timed steps the harness runs for this spec (without running it)."""
+    settings = spec["workload_settings"]
+    ctx_free_len = _train_batches(spec)
+    per_epoch = min(ctx_free_len, int(settings.get("max_steps_per_epoch") or ctx_free_len))
+    total = per_epoch * int(settings["epochs"])
+    warmup = int(settings["warmup_steps"])
+    return {"warmup": warmup, "timed": total - warmup}
+
+
+def _train_batches(spec: dict) -> int:
+    meta = json.loads((Path(spec["data_path"]) / "meta.json").read_text())
+    n_train = int(meta.get("n_train") or 0)
+    return n_train // int(spec["cell"]["batch_size"])
