@@ -26,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
+from trainbench.bench import parity_analysis as pa  # noqa: E402
 from trainbench.bench import parity_power as pp  # noqa: E402
 
 
@@ -35,7 +36,7 @@ def main() -> int:
     )
     parser.add_argument("--config", default=str(HERE.parent / "config.yaml"))
     parser.add_argument("--sizes", nargs="+", type=float, default=list(pp.SIZES))
-    parser.add_argument("--repeats", type=int, default=pp.REPEATS)
+    parser.add_argument("--repeats", type=int, default=pa.REPEATS)
     parser.add_argument("--only", nargs="*", default=[], help="workload or workload:batch_size")
     parser.add_argument("--workers", type=int, default=1, help="cells run at the same time")
     parser.add_argument("--device-threads", type=int, default=2, choices=(1, 2),
@@ -52,12 +53,12 @@ def main() -> int:
     if args.simulate:
         for margin in (2.0, 3.0, 4.0):
             for delta in (0.0, margin + 2, margin + 3):
-                found = pp.simulate(margin, delta, args.repeats)
+                found = pa.simulate(margin, delta, args.repeats)
                 print(f"margin {margin}σ, shift {delta}σ, n={args.repeats}: {found}")
         return 0
     if args.render:
         results = pp.rerender(args.render, args.config if "--config" in sys.argv else None)
-        print(pp.render(results))
+        print(pa.render(results))
         return 0
     date = dt.date.today().isoformat()
     out = Path(args.out or HERE / "results" / f"parity-power-{date}.json")
@@ -70,7 +71,7 @@ def main() -> int:
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(pp.render(results))
+    print(pa.render(results))
     print(f"wrote {out} and {out.with_suffix('.md')}")
     return 0
 

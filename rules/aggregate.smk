@@ -3,7 +3,7 @@ rule aggregate:
     input:
         records=all_records,
         included=included_records(),
-        code=package_code("aggregate.py", "records.py", "setups.py"),
+        code=package_code("aggregate.py", "hardware.py", "records.py", "setups.py"),
     output:
         runs=f"{RESULTS}/tables/runs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",

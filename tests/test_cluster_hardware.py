@@ -10,7 +10,7 @@ import stat
 import pytest
 import yaml
 from helpers import REPO
-from trainbench import aggregate, environment
+from trainbench import aggregate, environment, hardware
 from trainbench.records import write_record
 from trainbench.stats import speedup_table
 from trainbench.stats.frames import choose_baselines, prepare_runs
@@ -182,7 +182,7 @@ def test_every_table_carries_the_hardware_and_environments_list_the_jobs(tmp_pat
     ],
 )
 def test_short_cpu_names(name, short):
-    assert aggregate.short_cpu_name(name) == short
+    assert hardware.short_cpu_name(name) == short
 
 
 def test_host_facts_name_the_node_its_gpus_and_the_slurm_job(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from trainbench.stats import COLUMNS, PUBLISHED_TABLES, publish
 from trainbench.stats.energy import energy_table
 from trainbench.trackers import EVAL, TRAIN, EnergyTracker, TimedRegion
 from trainbench.trackers import energy as en
+from trainbench.trackers import energy_counters as counters
 from trainbench.training import run_training
 
 
@@ -78,7 +79,7 @@ def region(tracker, device, seconds: float, clock: Clock, kind: str = TRAIN) -> 
 def test_nvml_joules_over_the_timed_window_only(monkeypatch, clock):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(clock))
     device = CudaDevice()
-    tracker = EnergyTracker(device, 1.0, sources=[en.nvml_source(device)])
+    tracker = EnergyTracker(device, 1.0, sources=[counters.nvml_source(device)])
     assert tracker.idle["watts"]["gpu"] == pytest.approx(250.0)  # 0.5 s, nothing queued
     clock.sleep(7.0)  # step 0, outside every region: never counted
     region(tracker, device, 2.0, clock)
@@ -103,7 +104,7 @@ def test_nvml_joules_over_the_timed_window_only(monkeypatch, clock):
 def test_a_window_below_the_minimum_is_a_short_window(monkeypatch, clock):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(clock))
     device = CudaDevice()
-    tracker = EnergyTracker(device, 1.0, sources=[en.nvml_source(device)], idle_seconds=0)
+    tracker = EnergyTracker(device, 1.0, sources=[counters.nvml_source(device)], idle_seconds=0)
     region(tracker, device, 0.4, clock)
     energy = tracker.summary(samples=100)
     gpu = energy["domains"]["gpu"]
@@ -122,7 +123,7 @@ def test_nvml_missing_is_unavailable_with_the_reason(monkeypatch, clock, module,
     fake = None if module is None else fake_nvml(clock, fail_init="no driver")
     monkeypatch.setitem(sys.modules, "pynvml", fake)  # None: `import pynvml` raises
     device = CudaDevice()
-    tracker = EnergyTracker(device, 1.0, sources=[en.nvml_source(device)])
+    tracker = EnergyTracker(device, 1.0, sources=[counters.nvml_source(device)])
     region(tracker, device, 2.0, clock)
     energy = tracker.summary(samples=10)
     gpu = energy["domains"]["gpu"]
@@ -137,7 +138,7 @@ def test_a_counter_failing_mid_run_never_crashes_the_cell(clock):
     def read():
         return next(reads)  # the third read raises StopIteration
 
-    source = en.Source({"gpu": "fake"}, {}, read)
+    source = counters.Source({"gpu": "fake"}, {}, read)
     device = CudaDevice()
     tracker = EnergyTracker(device, 1.0, sources=[source], idle_seconds=0)
     region(tracker, device, 2.0, clock)
@@ -149,7 +150,7 @@ def test_a_counter_failing_mid_run_never_crashes_the_cell(clock):
 def test_a_cell_runs_with_every_counter_unreadable(monkeypatch, tmp_path):
     """The training loop with the machine's real sources, RAPL pointed at a missing
     folder: the record says why, the cell finishes."""
-    monkeypatch.setattr(en, "POWERCAP", tmp_path / "no-powercap")
+    monkeypatch.setattr(counters, "POWERCAP", tmp_path / "no-powercap")
     device = FakeDevice()
     result = run_training(_parts(6), _context(_spec(6), device))
     energy = result["energy"]
@@ -185,7 +186,7 @@ def powercap(root: Path, energy: int, dram: int | None = 0, max_uj: int = 1000) 
 
 def test_rapl_wrap_around(tmp_path, clock):
     zone = powercap(tmp_path, energy=900, dram=10)
-    source = en.rapl_source(tmp_path, poll_seconds=None)
+    source = counters.rapl_source(tmp_path, poll_seconds=None)
     assert set(source.methods) == {"cpu", "dram"} and "max_energy_range_uj" in source.methods["cpu"]
     device = CpuDevice()
     tracker = EnergyTracker(device, 1.0, sources=[source], idle_seconds=0)
@@ -200,7 +201,7 @@ def test_rapl_wrap_around(tmp_path, clock):
 
 
 def test_rapl_unreadable_is_unavailable_with_the_reason(tmp_path, monkeypatch):
-    missing = en.rapl_source(tmp_path / "absent", poll_seconds=None)
+    missing = counters.rapl_source(tmp_path / "absent", poll_seconds=None)
     assert missing.methods == {}
     assert missing.unavailable["cpu"].startswith(f"no {tmp_path / 'absent'} (no RAPL here")
     powercap(tmp_path, energy=5, dram=None)
@@ -212,14 +213,14 @@ def test_rapl_unreadable_is_unavailable_with_the_reason(tmp_path, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", denied)
-    source = en.rapl_source(tmp_path, poll_seconds=None)
+    source = counters.rapl_source(tmp_path, poll_seconds=None)
     assert source.unavailable["cpu"].startswith("RAPL files not readable (permission)")
     assert source.unavailable["dram"] == f"no RAPL dram zone in {tmp_path}"
 
 
 def test_rapl_poller_reads_in_the_background(tmp_path):
     powercap(tmp_path, energy=1, dram=None)
-    source = en.rapl_source(tmp_path, poll_seconds=0.01)
+    source = counters.rapl_source(tmp_path, poll_seconds=0.01)
     try:
         assert source.read()["cpu"] == 0.0
     finally:
@@ -247,7 +248,7 @@ def test_ioreport_domains_on_apple_silicon(monkeypatch, clock):
     monkeypatch.setitem(sys.modules, "zeus_apple_silicon", fake_apple(clock))
     device = CpuDevice()
     device.backend = "mps"
-    sources = en.open_sources(device, platform="darwin")
+    sources = counters.open_sources(device, platform="darwin")
     tracker = EnergyTracker(device, 1.0, sources=sources, idle_seconds=0)
     region(tracker, device, 3.0, clock)
     energy = tracker.summary(samples=30)
@@ -262,8 +263,8 @@ def test_ioreport_domains_on_apple_silicon(monkeypatch, clock):
 
 def test_macos_without_the_apple_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "zeus_apple_silicon", None)
-    (source,) = en.open_sources(CpuDevice(), platform="darwin")
-    assert source.unavailable == dict.fromkeys(("cpu", "dram"), en.NO_APPLE_EXTRA)
+    (source,) = counters.open_sources(CpuDevice(), platform="darwin")
+    assert source.unavailable == dict.fromkeys(("cpu", "dram"), counters.NO_APPLE_EXTRA)
 
 
 # ----------------------------------------------------------------------------- statistics

@@ -19,7 +19,7 @@ from stats_helpers import frame, run
 from trainbench import config as tbconfig
 from trainbench import stats
 from trainbench.aggregate import run_row
-from trainbench.bench import parity_power
+from trainbench.bench import parity_analysis, parity_power
 from trainbench.launcher import run_cell
 from trainbench.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
 from trainbench.stats import parity
@@ -310,9 +310,9 @@ def test_parity_fails_a_faulted_pair_and_not_a_clean_one(cells):
     base = [cells("clean", 0, rep) for rep in range(3)]
     clean = [cells("clean", 100, rep) for rep in range(3)]
     faulted = [cells("fault", 100, rep) for rep in range(3)]
-    found = parity_power.judge(base, faulted, TEST_MARGINS)
+    found = parity_analysis.judge(base, faulted, TEST_MARGINS)
     assert found["parity"] == "fail", found["rule"]
-    assert parity_power.judge(base, clean, TEST_MARGINS)["parity"] != "fail"
+    assert parity_analysis.judge(base, clean, TEST_MARGINS)["parity"] != "fail"
 
 
 def test_power_benchmark_plan_and_summary(tmp_path):
@@ -337,12 +337,28 @@ def test_power_benchmark_plan_and_summary(tmp_path):
     runs = [row("baseline", i, m, 1.0 + i / 100) for i, m in enumerate([0.9, 0.91, 0.92])]
     runs += [row("clean", i, m, 1.0 - i / 100) for i, m in enumerate([0.91, 0.9, 0.905])]
     runs += [row("fault", i, m, 1.5, 0.3) for i, m in enumerate([0.5, 0.52, 0.48])]
-    comparisons = parity_power.compare(runs, MARGINS)
-    total = parity_power.summary(comparisons)
+    comparisons = parity_analysis.compare(runs, MARGINS)
+    total = parity_analysis.summary(comparisons)
     assert comparisons[0]["faults"][0]["detected"] and total["detected_by_size"] == {"0.3": "1/1"}
     assert total["clean_pair_false_alarms"] == 0 and total["clean_splits"] == 10
     config = {"date": "today", "path": "c.yaml", "sha256": "ab" * 32}
     results = {"comparisons": comparisons, "summary": total, "repeats": 3, "config": config}
-    text = parity_power.render(results)
+    text = parity_analysis.render(results)
     assert "**detected**" in text and "| image_cnn | 32 |" in text
     assert Path(parity_power.__file__).name == "parity_power.py"
+
+
+def test_workload_code_hash_covers_the_modules_the_workload_imports(tmp_path):
+    from trainbench.bench.parity_power import workload_code_sha256
+
+    (tmp_path / "mine.py").write_text("from .mine_model import Net\nfrom . import common\n")
+    (tmp_path / "mine_model.py").write_text("from .layers import Block\n")
+    for name in ("common", "layers", "unrelated"):
+        (tmp_path / f"{name}.py").write_text("X = 1\n")
+    before = workload_code_sha256(tmp_path / "mine.py")
+    (tmp_path / "unrelated.py").write_text("X = 2\n")
+    assert workload_code_sha256(tmp_path / "mine.py") == before
+    for name in ("common", "layers"):  # imported directly, and through mine_model
+        (tmp_path / f"{name}.py").write_text("X = 3\n")
+        assert workload_code_sha256(tmp_path / "mine.py") != before
+        before = workload_code_sha256(tmp_path / "mine.py")

@@ -2,9 +2,10 @@
 
 The parent never imports torch: a crash, hang or abort in the child cannot take
 the workflow down. Each attempt gets a timeout; a death is classified from the
-child's own report or, for crashes, from the signal and stderr. Retries happen
-here so every attempt is counted, and the record is written atomically. A
-failed cell is a result: the record says ``failed`` and the rule succeeds.
+child's own report or, for crashes, from the signal and stderr (waiting on the
+child and stopping it: :mod:`.child_process`). Retries happen here so every attempt
+is counted, and the record is written atomically. A failed cell is a result: the
+record says ``failed`` and the rule succeeds.
 
 A device found unavailable by a child is remembered for the rest of the same
 Snakemake run (``results/availability/``): its other cells get the same
@@ -14,26 +15,25 @@ import torch only to find the device missing again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
+from .child_process import forward_stop_signals, wait_for_child
 from .classify import classify, find_silent_corruption, signal_name
 from .config import FAULTS_ENV
 from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
 from .records import SCHEMA_VERSION, atomic_write_json, write_record
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
-TERM_GRACE_S = 5.0
 
 
 # Thread-count variables a parent may leave behind. Snakemake sets them to the
@@ -69,70 +69,18 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
     return env, overrides
 
 
-def _wait(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None]:
-    """Wait for the child; kill its process group past the timeout, or when this
-    launcher's own parent (Snakemake) dies: a launcher re-parented after a
-    ``kill -9`` of Snakemake must not time a cell beside the next run's cells.
-    Returns (returncode, timed_out, child's peak RSS in bytes from wait4)."""
-    deadline = time.monotonic() + timeout
-    timed_out = False
-    sent_term_at = None
-    parent = os.getppid()
-    while True:
-        if os.getppid() != parent:
-            _stop_child(proc)
-            raise CellInterrupted("the launcher's parent (Snakemake) is gone")
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            rss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-            return proc.returncode, timed_out, int(rss)
-        now = time.monotonic()
-        if not timed_out and now > deadline:
-            timed_out = True
-            sent_term_at = now
-            _signal_group(proc, signal.SIGTERM)
-        elif timed_out and now - sent_term_at > TERM_GRACE_S:
-            _signal_group(proc, signal.SIGKILL)
-        time.sleep(0.05)
+@dataclass
+class ChildRun:
+    """What one attempt's child left: how it ended, its output, its result file."""
 
-
-class CellInterrupted(BaseException):
-    """The launcher itself was told to stop (Snakemake interrupted): no record is written."""
-
-
-@contextlib.contextmanager
-def _forward_stop_signals(proc: subprocess.Popen):
-    """The child runs in its own process group (so a kill can take all of it, and a
-    terminal's Ctrl-C does not reach it directly). When Snakemake stops this job,
-    stop the child's group too instead of leaving it running as an orphan that
-    would disturb the next run's timing."""
-
-    def stop(signum, frame):
-        _stop_child(proc)
-        raise CellInterrupted(f"launcher stopped by {signal.Signals(signum).name}")
-
-    previous = {
-        sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    }
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _stop_child(proc: subprocess.Popen) -> None:
-    _signal_group(proc, signal.SIGTERM)
-    try:
-        proc.wait(timeout=TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+    returncode: int
+    timed_out: bool
+    peak_rss_bytes: int | None
+    started: float  # the Unix time the child was started
+    duration: float  # seconds, perf_counter
+    stdout: str
+    stderr: str
+    result: dict | None  # the child's result.json; None when absent, unreadable or timed out
 
 
 def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> dict:
@@ -141,117 +89,147 @@ def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> 
     The child holds the cell's lock with the launcher and dies with the launcher:
     the kernel kills it when the launcher dies (Linux), and its watchdog thread
     stops its process group when the pipe from the launcher closes (everywhere)."""
-    env, _ = child_environment(spec)
-    watch_read, watch_write = os.pipe()
-    env[WATCHDOG_FD_VARIABLE] = str(watch_read)
     # The attempt's files live in the cell's own folder (cleaned by the next
     # launcher of the cell if this one is killed), else in the system's temp folder.
     folder = lock.path.parent if lock is not None else None
     with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as tmp:
-        tmp = Path(tmp)
-        spec_path, result_path = tmp / "spec.json", tmp / "result.json"
-        stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
-        spec_path.write_text(json.dumps(spec))
-        cmd = [
-            sys.executable,
-            "-X",
-            "faulthandler",
-            "-m",
-            "trainbench.child",
-            str(spec_path),
-            str(result_path),
-            str(attempt),
-        ]
-        started = time.time()
-        t0 = time.perf_counter()
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            keep = (watch_read,) + ((lock.fd,) if lock is not None and lock.fd is not None else ())
-            try:
-                proc = subprocess.Popen(
-                    cmd,
-                    stdout=out,
-                    stderr=err,
-                    env=env,
-                    start_new_session=True,
-                    stdin=subprocess.DEVNULL,
-                    pass_fds=keep,
-                    preexec_fn=child_guard(os.getpid()),
-                )
-            finally:
-                os.close(watch_read)
-            if lock is not None:
-                lock.set_child(proc.pid)
-            try:
-                with _forward_stop_signals(proc):
-                    returncode, timed_out, child_rss = _wait(
-                        proc, float(spec["launcher"]["timeout_s"])
-                    )
-            finally:
-                os.close(watch_write)
-        duration = time.perf_counter() - t0
-        stderr_full = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
-        stdout_full = stdout_path.read_text(errors="replace") if stdout_path.exists() else ""
-        log.write(
-            f"----- attempt {attempt}: exit {returncode}{' (timed out)' if timed_out else ''}, {duration:.1f}s -----\n"
-        )
-        if stdout_full:
-            log.write("[stdout]\n" + stdout_full + ("\n" if not stdout_full.endswith("\n") else ""))
-        if stderr_full:
-            log.write("[stderr]\n" + stderr_full + ("\n" if not stderr_full.endswith("\n") else ""))
-        log.flush()
-        child = None
-        if result_path.exists() and not timed_out:
-            try:
-                child = json.loads(result_path.read_text())
-            except json.JSONDecodeError:
-                child = None
-
-    tail = "\n".join(stderr_full.splitlines()[-int(spec["launcher"]["stderr_tail_lines"]) :])
-    outcome: dict = {
-        "attempt": attempt,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        "started_unix": started,
-        "ended_unix": started + duration,
-        "duration_s": duration,
-        "returncode": returncode,
-        "signal": signal_name(returncode),
-        "timed_out": timed_out,
-        "child_peak_rss_bytes": child_rss,
-    }
+        run = run_child(spec, attempt, Path(tmp), lock)
+        _log_attempt(log, attempt, run)
+    tail = "\n".join(run.stderr.splitlines()[-int(spec["launcher"]["stderr_tail_lines"]) :])
+    outcome = _outcome_facts(attempt, run)
+    child = run.result
     if child is not None and child.get("status") in ("ok", "unavailable"):
-        outcome["status"] = child["status"]
-        outcome["child"] = child
-        corruption = find_silent_corruption(stderr_full) if child["status"] == "ok" else None
-        if corruption:
-            # The run finished, but the backend said its results may be garbage.
-            outcome["status"] = "failed"
-            outcome["error"] = {
-                "class": "accelerator_error",
-                "exception": None,
-                "message": f"silent accelerator error reported on stderr while training went on: {corruption!r}",
-                "silent": True,
-                "stderr_tail": tail,
-            }
-        return outcome
+        return _finished_outcome(outcome, child, run.stderr, tail)
+    return _failed_outcome(outcome, spec, child or {}, run, tail)
 
-    info = child or {}
+
+def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = None) -> ChildRun:
+    """Start ``python -m trainbench.child`` on ``spec`` in its own process group, with
+    the attempt's files in ``folder``, and wait for it (the launcher's timeout)."""
+    env, _ = child_environment(spec)
+    watch_read, watch_write = os.pipe()
+    env[WATCHDOG_FD_VARIABLE] = str(watch_read)
+    spec_path, result_path = folder / "spec.json", folder / "result.json"
+    stdout_path, stderr_path = folder / "stdout.txt", folder / "stderr.txt"
+    spec_path.write_text(json.dumps(spec))
+    cmd = [
+        sys.executable,
+        "-X",
+        "faulthandler",
+        "-m",
+        "trainbench.child",
+        str(spec_path),
+        str(result_path),
+        str(attempt),
+    ]
+    started = time.time()
+    t0 = time.perf_counter()
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        keep = (watch_read,) + ((lock.fd,) if lock is not None and lock.fd is not None else ())
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=err,
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                pass_fds=keep,
+                preexec_fn=child_guard(os.getpid()),
+            )
+        finally:
+            os.close(watch_read)
+        if lock is not None:
+            lock.set_child(proc.pid)
+        try:
+            with forward_stop_signals(proc):
+                returncode, timed_out, child_rss = wait_for_child(
+                    proc, float(spec["launcher"]["timeout_s"])
+                )
+        finally:
+            os.close(watch_write)
+    duration = time.perf_counter() - t0
+    return ChildRun(
+        returncode=returncode,
+        timed_out=timed_out,
+        peak_rss_bytes=child_rss,
+        started=started,
+        duration=duration,
+        stdout=stdout_path.read_text(errors="replace") if stdout_path.exists() else "",
+        stderr=stderr_path.read_text(errors="replace") if stderr_path.exists() else "",
+        result=_read_result(result_path) if not timed_out else None,
+    )
+
+
+def _read_result(path: Path) -> dict | None:
+    """The child's result file; None when it wrote none or an unreadable one."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def _log_attempt(log, attempt: int, run: ChildRun) -> None:
+    """The attempt's header line, then the child's stdout and stderr, into the cell's log."""
+    log.write(
+        f"----- attempt {attempt}: exit {run.returncode}{' (timed out)' if run.timed_out else ''}, {run.duration:.1f}s -----\n"
+    )
+    if run.stdout:
+        log.write("[stdout]\n" + run.stdout + ("\n" if not run.stdout.endswith("\n") else ""))
+    if run.stderr:
+        log.write("[stderr]\n" + run.stderr + ("\n" if not run.stderr.endswith("\n") else ""))
+    log.flush()
+
+
+def _outcome_facts(attempt: int, run: ChildRun) -> dict:
+    """The facts of every attempt's outcome: when, how long, how the child ended."""
+    return {
+        "attempt": attempt,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started)),
+        "started_unix": run.started,
+        "ended_unix": run.started + run.duration,
+        "duration_s": run.duration,
+        "returncode": run.returncode,
+        "signal": signal_name(run.returncode),
+        "timed_out": run.timed_out,
+        "child_peak_rss_bytes": run.peak_rss_bytes,
+    }
+
+
+def _finished_outcome(outcome: dict, child: dict, stderr: str, tail: str) -> dict:
+    """A child that reported ``ok`` or ``unavailable``: its status, unless the backend
+    reported silent corruption on stderr during an ``ok`` run (then ``failed``)."""
+    outcome["status"] = child["status"]
+    outcome["child"] = child
+    corruption = find_silent_corruption(stderr) if child["status"] == "ok" else None
+    if corruption:
+        # The run finished, but the backend said its results may be garbage.
+        outcome["status"] = "failed"
+        outcome["error"] = {
+            "class": "accelerator_error",
+            "exception": None,
+            "message": f"silent accelerator error reported on stderr while training went on: {corruption!r}",
+            "silent": True,
+            "stderr_tail": tail,
+        }
+    return outcome
+
+
+def _failed_outcome(outcome: dict, spec: dict, info: dict, run: ChildRun, tail: str) -> dict:
+    """A failed attempt, classified from the child's report (``info``, empty when it
+    wrote none) or from its signal, exit code and stderr."""
     result = classify(
         exception_type=info.get("exception_type"),
         exception_mro=info.get("exception_mro"),
         message=info.get("message", ""),
-        returncode=returncode,
-        timed_out=timed_out,
-        stderr=stderr_full,
+        returncode=run.returncode,
+        timed_out=run.timed_out,
+        stderr=run.stderr,
         nan_loss="NonFiniteLossError" in (info.get("exception_mro") or []),
     )
-    if timed_out:
-        message = f"no result after the {spec['launcher']['timeout_s']} s timeout; the process group was killed"
-    elif info:
-        message = f"{info.get('exception_type')}: {info.get('message')}"
-    elif returncode < 0:
-        message = f"child killed by {signal_name(returncode)} (no Python exception: a native crash or kill)"
-    else:
-        message = f"child exited with code {returncode} without writing a result"
+    message = _failure_message(spec, info, run)
     outcome["status"] = "failed"
     # What the child knew before it failed (torch version, device name), if it said.
     outcome["child_environment"] = info.get("child_environment")
@@ -264,6 +242,17 @@ def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> 
         "stderr_tail": tail,
     }
     return outcome
+
+
+def _failure_message(spec: dict, info: dict, run: ChildRun) -> str:
+    """What went wrong, in one line: the timeout, the child's exception, a signal or an exit code."""
+    if run.timed_out:
+        return f"no result after the {spec['launcher']['timeout_s']} s timeout; the process group was killed"
+    if info:
+        return f"{info.get('exception_type')}: {info.get('message')}"
+    if run.returncode < 0:
+        return f"child killed by {signal_name(run.returncode)} (no Python exception: a native crash or kill)"
+    return f"child exited with code {run.returncode} without writing a result"
 
 
 def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike) -> dict:
