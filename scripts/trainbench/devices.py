@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .environment import cpu_model_name
+from .precision import matmul_facts
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Device:
             "deterministic": deterministic,
             "torch_threads": torch.get_num_threads(),
             "torch_interop_threads": torch.get_num_interop_threads(),
+            **matmul_facts(self.backend),
         }
 
     def amp_policy(self, requested: str | None = None) -> AmpPolicy:
@@ -259,7 +261,6 @@ class CudaDevice(Device):
             {
                 "memory_fraction": fraction,
                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             }
         )
         return in_force

@@ -126,4 +126,8 @@ def run(ctx: Any) -> dict:
     if found.kind != "training":
         return importlib.import_module(found.module).run(ctx)
     build = load_entry(found.entry, settings.get("python_path") or ["."])
+    if ctx.spec.get("reference"):
+        from ..reference import run_reference
+
+        return run_reference(build(ctx), ctx)
     return run_training(build(ctx), ctx)

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..precision import upcast
 from .clip_data import PAD
 
 # ----------------------------------------------------------------------------- model
@@ -35,7 +36,7 @@ def _transformer(width: int, layers: int, heads: int) -> nn.TransformerEncoder:
 def _pixels(images: torch.Tensor) -> torch.Tensor:
     """uint8 images (stored and moved as bytes: a quarter of the transfer) -> [-1, 1]."""
     if images.dtype == torch.uint8:
-        return images.float() / 127.5 - 1.0
+        return upcast(images) / 127.5 - 1.0
     return images
 
 
@@ -141,10 +142,10 @@ class CLIP(nn.Module):
         return self.logit_scale.clamp(max=LOGIT_SCALE_MAX).exp()
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.visual(images).float(), dim=-1)
+        return F.normalize(upcast(self.visual(images)), dim=-1)
 
     def encode_text(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.text(tokens).float(), dim=-1)
+        return F.normalize(upcast(self.text(tokens)), dim=-1)
 
     def forward(self, images: torch.Tensor, tokens: torch.Tensor):
         return self.encode_image(images), self.encode_text(tokens), self.scale()
@@ -156,7 +157,7 @@ def clip_loss(
     """Symmetric InfoNCE on L2-normalised embeddings; logits in fp32, outside autocast.
     Returns (loss, image->text logits)."""
     with torch.autocast(device_type=image_emb.device.type, enabled=False):
-        logits = scale.float() * image_emb.float() @ text_emb.float().T
+        logits = upcast(scale) * upcast(image_emb) @ upcast(text_emb).T
         target = torch.arange(logits.shape[0], device=logits.device)
         loss = (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
     return loss, logits

@@ -17,6 +17,7 @@ from torch import nn
 
 from ..context import RunContext
 from ..data import BatchTensorDataset
+from ..precision import upcast
 from ..training import TrainingParts, run_training
 from .common import Step, adam, assemble_parts, cell_loaders, load_cell_data, to_device
 
@@ -258,7 +259,7 @@ def classification_step(loss_module: nn.Module) -> Step:
 
     def loss_fn(model, batch):
         logits = model(batch["image"])
-        loss = loss_module(logits.float(), batch["label"])
+        loss = loss_module(upcast(logits), batch["label"])
         correct = (logits.argmax(dim=1) == batch["label"]).sum()
         return loss, {"correct": correct}
 
@@ -269,7 +270,7 @@ def classification_step(loss_module: nn.Module) -> Step:
         for batch in loader:
             batch = to_device(batch, ctx.torch_device)
             logits = model(batch["image"])
-            loss_sum += loss_module(logits.float(), batch["label"]) * len(batch["label"])
+            loss_sum += loss_module(upcast(logits), batch["label"]) * len(batch["label"])
             correct += (logits.argmax(dim=1) == batch["label"]).sum()
             n += len(batch["label"])
         return {

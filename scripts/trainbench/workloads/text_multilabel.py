@@ -23,6 +23,7 @@ from ..context import RunContext
 from ..data import BatchTensorDataset
 from ..devices import fused_optimizer
 from ..metrics import multilabel_metrics
+from ..precision import upcast
 from ..training import TrainingParts, run_training
 from .common import (
     Step,
@@ -226,7 +227,7 @@ def multilabel_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     every device: the loss and its gradient are not left to each backend's autocast
     op lists."""
     with torch.autocast(device_type=logits.device.type, enabled=False):
-        return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        return F.binary_cross_entropy_with_logits(upcast(logits), upcast(labels))
 
 
 def fused_adamw(setting, device_type: str) -> bool | None:

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..precision import upcast
 from .two_tower_data import KEY, PAD
 
 
@@ -48,7 +49,7 @@ class Tower(nn.Module):
         else:  # right padding: the output at the last real token ignores the padding after it
             last = mask.sum(dim=1).clamp(min=1) - 1
             pooled = outputs[torch.arange(ids.shape[0], device=ids.device), last]
-        return F.normalize(self.projection(pooled).float(), dim=-1)
+        return F.normalize(upcast(self.projection(pooled)), dim=-1)
 
 
 class TwoTower(nn.Module):
@@ -91,14 +92,14 @@ def contrastive_logits(
     ln(batch size). ``(q @ d.T).float()`` under autocast would only cast the rounded
     result."""
     with torch.autocast(device_type=q.device.type, enabled=False):
-        q = q.float()
-        logits = q @ d.float().T
+        q = upcast(q)
+        logits = q @ upcast(d).T
         if positives is not None:
             same = positives[:, None] == positives[None, :]
             same &= ~torch.eye(len(q), dtype=torch.bool, device=q.device)
             logits = logits.masked_fill(same, float("-inf"))
         if hard is not None:
-            logits = torch.cat([logits, torch.einsum("bd,bkd->bk", q, hard.float())], dim=1)
+            logits = torch.cat([logits, torch.einsum("bd,bkd->bk", q, upcast(hard))], dim=1)
     return logits
 
 
@@ -107,7 +108,7 @@ def contrastive_loss(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     with autocast off."""
     with torch.autocast(device_type=logits.device.type, enabled=False):
         labels = torch.arange(len(logits), device=logits.device)
-        return F.cross_entropy(logits.float() / temperature, labels)
+        return F.cross_entropy(upcast(logits) / temperature, labels)
 
 
 def encode_all(encode, ids: torch.Tensor, batch_size: int) -> torch.Tensor:
