@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,6 +216,52 @@ def batch_sizes_for(config: dict, workload: str, variant: DeviceVariant) -> list
     if wl.get("batch_sizes"):
         return list(wl["batch_sizes"])
     return [config["device_settings"][variant.backend]["default_batch_size"]]
+
+
+# Keys a workload may set for itself or inherit from the top level of the config.
+INHERITED_KEYS = ("repeats",)
+
+
+def _layer_value(layer: Any, workload: str, key: str) -> tuple[str, Any] | None:
+    """What one config file says about ``key`` for ``workload``: its own entry, else the
+    file's top-level one ("own" / "top level"), else None."""
+    if not isinstance(layer, dict):
+        return None
+    own = (layer.get("workloads") or {}).get(workload)
+    if isinstance(own, dict) and own.get(key) is not None:
+        return "own", own[key]
+    if layer.get(key) is not None:
+        return "top level", layer[key]
+    return None
+
+
+def settle_inherited_keys(
+    config: dict, layers: Sequence[tuple[str, Any]]
+) -> dict[str, dict[str, str]]:
+    """Which ``repeats`` each workload gets when the config is read from several files
+    (config.yaml, then each ``--configfile``, then ``--config``): **the last file that
+    sets it at all decides, and within that file the workload's own entry beats the
+    top-level one**. So ``repeats: 5`` at the top of your file applies to every
+    workload, even one whose entry in config.yaml says 2, unless your file also sets
+    that workload's own. (A plain merge would keep config.yaml's per-workload values
+    over your top-level one.) ``layers``: (name, parsed content) in reading order.
+    The decided value is written into each workload's entry; returns, per workload and
+    key, where it came from ("configs/x.yaml (top level)")."""
+    origins: dict[str, dict[str, str]] = {}
+    workloads = config.get("workloads")
+    if not isinstance(workloads, dict):
+        return origins
+    for workload, settings in workloads.items():
+        if not isinstance(settings, dict):
+            continue
+        for key in INHERITED_KEYS:
+            for name, layer in reversed(layers):
+                found = _layer_value(layer, workload, key)
+                if found is not None:
+                    settings[key] = copy.deepcopy(found[1])
+                    origins.setdefault(workload, {})[key] = f"{name} ({found[0]})"
+                    break
+    return origins
 
 
 def repeat_settings(config: dict, workload: str) -> dict:

@@ -18,7 +18,10 @@ from .config import (
     MIN_COMPILE_WARMUP_STEPS,
     ConfigError,
     device_variants,
+    enabled_workloads,
     iter_device_ids,
+    repeat_settings,
+    settle_inherited_keys,
     validate_config,
 )
 from .workloads import WORKLOADS
@@ -260,15 +263,34 @@ def main_check(paths: list[str]) -> int:
         from snakemake.utils import update_config
 
         merged: dict = {}
-        for path in paths:
-            update_config(merged, yaml.safe_load(Path(path).read_text()) or {})
+        layers = [(path, yaml.safe_load(Path(path).read_text()) or {}) for path in paths]
+        for _, layer in layers:
+            update_config(merged, layer)
+        origins = settle_inherited_keys(merged, layers)
         try:
             validate_config(merged)
         except ConfigError as error:
             problems = [str(error)]
+        else:
+            print(repeats_summary(merged, origins))
     for problem in problems:
         print(f"trainbench: {problem}", file=sys.stderr)
     return 2 if problems else 0
+
+
+def repeats_summary(config: dict, origins: dict[str, dict[str, str]]) -> str:
+    """One line: the repeats each enabled workload will get and which file decided."""
+    parts = []
+    for workload in enabled_workloads(config):
+        value = repeat_settings(config, workload)
+        count = (
+            str(value["min"])
+            if value["min"] == value["max"]
+            else f"{value['min']}-{value['max']} (adaptive)"
+        )
+        origin = origins.get(workload, {}).get("repeats", "schema default")
+        parts.append(f"{workload} {count} [{origin}]")
+    return "trainbench: repeats per workload: " + "; ".join(parts)
 
 
 def _entry_problems(config: dict) -> list[str]:
