@@ -38,7 +38,7 @@ rule all:
 # On a cluster (profiles/slurm) only cells and data sets are Slurm jobs; every other
 # rule only reads records and writes tables, figures and reports, where Snakemake
 # runs. (What the `localrules:` directive does, for every rule defined above.)
-CLUSTER_JOB_RULES = {"run_cell", "prepare_data"}
+CLUSTER_JOB_RULES = {"run_cell", "run_reference", "prepare_data"}
 workflow.localrules(
     *(r.name for r in workflow.rules if r.name not in CLUSTER_JOB_RULES)
 )

@@ -3,7 +3,10 @@ rule aggregate:
     input:
         records=all_records,
         included=included_records(),
-        code=package_code("aggregate.py", "hardware.py", "records.py", "setups.py"),
+        references=reference_paths,
+        code=package_code(
+            "aggregate.py", "hardware.py", "records.py", "setups.py", "loss_tables.py"
+        ),
     output:
         runs=f"{RESULTS}/tables/runs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
@@ -12,6 +15,8 @@ rule aggregate:
         environments=f"{RESULTS}/tables/environments.csv",
         skipped=f"{RESULTS}/tables/skipped.csv",
         setups=f"{RESULTS}/tables/setups.csv",
+        references=f"{RESULTS}/tables/references.csv",
+        step_losses=f"{RESULTS}/tables/step_losses.csv",
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:

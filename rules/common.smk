@@ -9,6 +9,26 @@ from trainbench import config as tbconfig  # noqa: E402
 from trainbench.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
 from trainbench.workloads import info as registry_info  # noqa: E402
 
+
+def config_layers():
+    """The config as read: config.yaml, each --configfile over it, then --config."""
+    import yaml
+
+    files = ["config.yaml"] + [
+        str(p)
+        for p in workflow.configfiles
+        if Path(p).resolve() != Path("config.yaml").resolve()
+    ]
+    layers = []
+    for name in files:
+        with open(name) as fh:
+            layers.append((name, yaml.safe_load(fh)))
+    layers.append(("--config", workflow.config_settings.overwrite_config))
+    return layers
+
+
+# Which repeats each workload gets: the last file that sets them decides (config.py).
+tbconfig.settle_inherited_keys(config, config_layers())
 try:
     tbconfig.validate_config(config)
 except tbconfig.ConfigError as error:
@@ -295,3 +315,79 @@ def included_records():
             str(p) for p in Path(folder).glob("runs/*/*/bs*/rep*/metrics.json")
         )
     return found
+
+
+# -- float64 references (parity's yardstick; trainbench.reference) ---------------------
+
+
+def baseline_device(workload):
+    """The workload's baseline column: report.baseline_device where it is one of the
+    workload's devices, else its first device (the statistics layer's choice)."""
+    wanted = config["report"]["baseline_device"]
+    devices = DEVICE_ORDER[workload]
+    return wanted if wanted in devices else devices[0]
+
+
+def reference_path(workload, batch_size, rep):
+    return f"{RESULTS}/references/{workload}/bs{batch_size}/rep{rep}/reference.json"
+
+
+def reference_paths(wildcards=None):
+    """Every repeat's reference: training workloads with more than one device, each
+    planned repeat of the baseline (adaptive rounds included)."""
+    if not config["report"]["parity_reference"]["enabled"]:
+        return []
+    paths = []
+    for workload in REPORTED_WORKLOADS:
+        if len(DEVICE_ORDER[workload]) < 2:
+            continue
+        base = baseline_device(workload)
+        for cell in planned_cells(workload):
+            if cell.device == base:
+                paths.append(reference_path(workload, cell.batch_size, cell.rep))
+    return paths
+
+
+def _repeat_cells(wildcards):
+    bs, rep = int(wildcards.batch_size), int(wildcards.rep)
+    return [
+        c
+        for c in planned_cells(wildcards.workload, rep + 1)
+        if c.batch_size == bs and c.rep == rep
+    ]
+
+
+def reference_inputs(wildcards):
+    """The records the reference is decided from: the baseline's and every other
+    device's of the same workload, batch size and repeat."""
+    base = baseline_device(wildcards.workload)
+    cells = _repeat_cells(wildcards)
+    return {
+        "baseline": record_path(
+            tbconfig.Cell(
+                wildcards.workload, base, int(wildcards.batch_size), int(wildcards.rep)
+            )
+        ),
+        "others": [record_path(c) for c in cells if c.device != base],
+    }
+
+
+def reference_run_spec(wildcards):
+    from trainbench.reference import reference_spec
+
+    cell = tbconfig.Cell(
+        wildcards.workload,
+        baseline_device(wildcards.workload),
+        int(wildcards.batch_size),
+        int(wildcards.rep),
+    )
+    path = (
+        data_dir(cell.workload) if workload_info(cell.workload).prepares_data else None
+    )
+    steps = config["report"]["parity_reference"]["steps"]
+    return reference_spec(config, cell, steps, data_path=path)
+
+
+def reference_threads(wildcards):
+    """A reference runs on the CPU with PyTorch's default threads: the whole machine."""
+    return _machine_cores() or 1

@@ -45,3 +45,27 @@ checkpoint plan_round:
         settings=lambda wildcards: REPEATS[wildcards.workload],
     script:
         "../scripts/plan_round.py"
+
+
+rule run_reference:
+    """The float64 reference of one repeat's first training steps (parity's yardstick),
+    on the CPU; made only when another device of the repeat finished ok with losses not
+    bit-identical to the baseline's, else a `skipped` record with the reason."""
+    input:
+        unpack(reference_inputs),
+        data=data_input,
+    output:
+        f"{RESULTS}/references/{{workload}}/bs{{batch_size}}/rep{{rep}}/reference.json",
+    log:
+        f"{RESULTS}/logs/references/{{workload}}/bs{{batch_size}}/rep{{rep}}.log",
+    conda:
+        "../envs/trainbench.yaml"
+    # Untimed, but never beside a timed cell on this machine.
+    threads: reference_threads
+    resources:
+        timed_slot=timed_slots,
+        runtime=cluster_runtime,
+    params:
+        spec=reference_run_spec,
+    script:
+        "../scripts/run_reference.py"

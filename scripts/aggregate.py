@@ -17,6 +17,7 @@ try:
         snakemake.output,
         skip_invalid=snakemake.params.skip_invalid,
         own=snakemake.input.records,
+        references=snakemake.input.references,
     )
 except RecordError as error:  # one line naming the file and the fix, no traceback
     logging.error("%s", error)

@@ -181,7 +181,11 @@ def _spec(
         "launcher": {"progress": "never"},
         "run_seed": 0,
         # Exact step counts: the window starts at warmup_steps (detection is tested apart).
-        "timing": {"steady_state": {"detect": False}, "max_eval_passes": 3},
+        "timing": {
+            "steady_state": {"detect": False},
+            "max_eval_passes": 3,
+            "extend_short_windows": False,
+        },
     }
 
 

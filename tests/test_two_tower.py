@@ -543,8 +543,11 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
     def overlaps(a, b):
         return a[0] < b[1] and b[0] < a[1]
 
-    # one evaluation per epoch, then calibration passes of the final model
-    assert len(timed) == 3 and len(evaluations) >= 3 and len(hooks) == 3
+    # one training region per epoch (and per extension region after the last epoch,
+    # which lengthens this tiny model's short window), one evaluation per epoch, then
+    # calibration passes of the final model
+    extension = result["extension"]["regions"]
+    assert len(timed) == 3 + extension and len(evaluations) >= 3 and len(hooks) == 3
     # two mining epochs and the scoring of each epoch's evaluation (calibration passes
     # of the final model are timed but not scored)
     assert len(searches) == 2 + 3
@@ -559,7 +562,7 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
         assert m["search_seconds"] >= delay
         assert m["seconds"] >= search[1] - search[0]
     assert result["timed"]["seconds"] == pytest.approx(
-        sum(e["timed_seconds"] for e in result["epochs"])
+        sum(e["timed_seconds"] for e in result["epochs"]) + result["extension"]["seconds"]
     )
     assert result["mining"]["seconds"] == pytest.approx(sum(m["seconds"] for m in mining))
     assert len(arrays) == 2 * len(searches)  # one add and one search per index

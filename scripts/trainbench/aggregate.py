@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .hardware import label_machines
+from .loss_tables import loss_tables, read_references
 from .record_view import Energy, Host, RecordView, Result, view_record
 from .records import RecordError, atomic_write_text, read_record
 from .setups import label_setups
@@ -450,10 +451,14 @@ def write_tables(
     outputs: Mapping[str, str],
     skip_invalid: bool = False,
     own: Iterable[str] | None = None,
+    references: Iterable[str] = (),
 ) -> dict[str, pd.DataFrame]:
+    """Read the records (and the float64 references' records) and write every record
+    table named in ``outputs``."""
     records, skipped = load_records(record_paths, skip_invalid)
     tables = build_tables(records, {str(p) for p in own} if own is not None else None)
     tables["skipped"] = pd.DataFrame(skipped, columns=["record", "reason"])
+    tables.update(loss_tables(records, read_references(references)))
     for name, frame in tables.items():
         if name in outputs.keys():  # noqa: SIM118 - `in` on a Snakemake Namedlist tests values
             atomic_write_text(outputs[name], frame.to_csv(index=False))

@@ -7,6 +7,7 @@ docs/statistics.md section 1 for the rules and the reasons for the defaults.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -18,6 +19,8 @@ DEFAULTS = {
     "max_eval_passes": 50,
     "disturbed_other_cores": 0.5,
     "min_energy_seconds": 1.0,
+    "extend_short_windows": True,
+    "max_extension_seconds": 30.0,
     "steady_state": {"detect": True, "penalty": 3.0, "equivalence": 0.02, "max_bins": 150},
 }
 
@@ -29,6 +32,8 @@ class TimingProtocol:
     max_eval_passes: int = DEFAULTS["max_eval_passes"]
     disturbed_other_cores: float = DEFAULTS["disturbed_other_cores"]
     min_energy_seconds: float = DEFAULTS["min_energy_seconds"]
+    extend_short_windows: bool = DEFAULTS["extend_short_windows"]
+    max_extension_seconds: float = DEFAULTS["max_extension_seconds"]
     detect: bool = DEFAULTS["steady_state"]["detect"]
     penalty: float = DEFAULTS["steady_state"]["penalty"]
     equivalence: float = DEFAULTS["steady_state"]["equivalence"]
@@ -104,6 +109,47 @@ def measurement_window(
         "step_latency_s": dispersion(window),
         "outliers": tukey_outliers(window),
     }
+
+
+# An extension aims this far past each minimum, so that the window re-measured
+# (its steady state found again over the longer series) still passes.
+EXTENSION_MARGIN = 1.2
+
+
+def extension_steps_needed(
+    window: dict,
+    energy_seconds: float | None,
+    protocol: TimingProtocol,
+    budget_seconds: float = math.inf,
+) -> tuple[int, str] | None:
+    """How many more timed steps a run needs for its training window (and, when energy
+    is measured, ``energy_seconds`` of timed training regions) to pass the protocol's
+    minimums with :data:`EXTENSION_MARGIN`, and why; None when both pass or no
+    ``budget_seconds`` are left. Steps are counted at the window's median step time,
+    and no more than fit in the budget (at least one)."""
+    if budget_seconds <= 0:
+        return None
+    timed, latency = window["timed"], window["step_latency_s"]
+    step = latency.get("p50") or (timed["seconds"] / timed["steps"] if timed["steps"] else None)
+    if not step or step <= 0:
+        return None
+    needs, reasons = [], []
+    if timed["short_window"]:
+        seconds = protocol.min_timed_seconds * EXTENSION_MARGIN - timed["seconds"]
+        steps = math.ceil(protocol.min_timed_steps * EXTENSION_MARGIN) - timed["steps"]
+        needs.append(max(math.ceil(seconds / step), steps, 1))
+        reasons.append(f"training window {timed['short_window_reason']}")
+    if energy_seconds is not None and energy_seconds < protocol.min_energy_seconds:
+        seconds = protocol.min_energy_seconds * EXTENSION_MARGIN - energy_seconds
+        needs.append(max(math.ceil(seconds / step), 1))
+        reasons.append(f"energy window {energy_seconds:.3g} s < {protocol.min_energy_seconds:g} s")
+    if not needs:
+        return None
+    affordable = (
+        max(1, math.floor(budget_seconds / step)) if math.isfinite(budget_seconds) else None
+    )
+    steps = max(needs) if affordable is None else min(max(needs), affordable)
+    return steps, "; ".join(reasons)
 
 
 def epoch_windows(step_seconds: Sequence[Sequence[float]], step_samples, start: int) -> list[dict]:

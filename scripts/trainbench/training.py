@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,14 @@ from tqdm import tqdm
 from .classify import COMPILE_ERROR_NAMES
 from .context import RunContext
 from .data import batch_size_of, staged_batches
-from .measurement import TimingProtocol, epoch_windows, eval_window, measurement_window
+from .devices import AmpPolicy
+from .measurement import (
+    TimingProtocol,
+    epoch_windows,
+    eval_window,
+    extension_steps_needed,
+    measurement_window,
+)
 from .trackers import (
     EVAL,
     TRAIN,
@@ -39,6 +46,10 @@ from .trackers import (
     autocast_facts,
     verify_placement,
 )
+from .training_facts import model_facts, settings_facts, task_facts, verification_facts
+
+# At most this many extension regions (each re-measures the window first).
+MAX_EXTENSION_REGIONS = 5
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -115,7 +126,14 @@ class TrainingLoop:
         self.epochs = int(settings["epochs"])
         self.warmup_steps = int(settings["warmup_steps"])
         self.accumulation = int(settings.get("gradient_accumulation", 1))
-        self.amp = ctx.amp
+        # A float64 reference run (trainbench.reference) computes without autocast.
+        self.reference = ctx.spec.get("reference")
+        self.amp = (
+            AmpPolicy(False, None, False, "float64 reference: autocast off")
+            if self.reference
+            else ctx.amp
+        )
+        self.scheduler_steps = True
         self.autocast_dtype = getattr(torch, self.amp.dtype) if self.amp.enabled else None
         self.scaler = self.dev.make_grad_scaler(self.amp)
         self.non_blocking = bool(ctx.loader_kwargs.get("pin_memory"))
@@ -134,7 +152,12 @@ class TrainingLoop:
         # after its last, never inside a step. Made last: it samples idle power now.
         self.energy = EnergyTracker(self.dev, self.protocol.min_energy_seconds)
         self.trackers = [self.energy, self.timer, self.host, self.memory]
-        self.step_seconds: list[list[float]] = []
+        self.step_seconds: list[list[float]] = []  # one list per configured epoch
+        self.step_losses: list[list[float]] = []  # the same steps' losses
+        # Timed regions after the last epoch that lengthen a window below the minimum
+        # (timing.extend_short_windows): no evaluation, no learning-rate steps.
+        self.extension_seconds: list[list[float]] = []
+        self.extension_reason: str | None = None
         self.step_samples: list[int] = []
         self.data_wait: list[float] = []
         self.eval_passes: list[dict] = []
@@ -157,7 +180,7 @@ class TrainingLoop:
 
     # -- one step ------------------------------------------------------------------
 
-    def _step(self, batch: dict, step_in_epoch: int) -> tuple[torch.Tensor, dict]:
+    def train_step(self, batch: dict, step_in_epoch: int) -> tuple[torch.Tensor, dict]:
         """Forward, backward and (every ``accumulation`` micro-steps) the optimizer
         step. Never synchronizes."""
         if self.global_step == 1 and self.ctx.fault:
@@ -196,7 +219,7 @@ class TrainingLoop:
         else:
             self.parts.optimizer.step()
         self.parts.optimizer.zero_grad(set_to_none=True)
-        if self.parts.step_scheduler is not None:
+        if self.parts.step_scheduler is not None and self.scheduler_steps:
             self.parts.step_scheduler.step()
         self.memory.sample()
 
@@ -207,7 +230,7 @@ class TrainingLoop:
         probe = AutocastProbe(self.parts.model)
         self.dev.synchronize()
         t0 = time.perf_counter()
-        out = self._step(batch, 0)
+        out = self.train_step(batch, 0)
         self.dev.synchronize()
         self.first_step_seconds = time.perf_counter() - t0
         probe.remove()
@@ -227,9 +250,11 @@ class TrainingLoop:
         facts = parts.before_epoch(epoch) if parts.before_epoch else {}
         parts.model.train()
         epoch_start = time.perf_counter()
-        losses, stats, seconds = self._train_steps(epoch)
+        losses, stats, seconds = self._train_steps(epoch, self.steps_per_epoch)
         train_seconds = time.perf_counter() - epoch_start
-        mean_loss = float(torch.stack(losses).float().sum().item()) / self.steps_per_epoch
+        self.step_seconds.append(seconds)
+        self.step_losses.append(torch.stack(losses).double().tolist())
+        mean_loss = math.fsum(self.step_losses[-1]) / self.steps_per_epoch
         if not math.isfinite(mean_loss):
             raise NonFiniteLossError(
                 f"training loss is {mean_loss} in epoch {epoch} (device {self.device})"
@@ -258,19 +283,19 @@ class TrainingLoop:
             row["extra"] = facts
         self.epoch_rows.append(row)
 
-    def _train_steps(self, epoch: int) -> tuple[list, dict, list[float]]:
-        """Every step of one epoch. Per-step losses and stats stay on the device and
-        are summed once per epoch: no reduction kernel inside the timed steps
-        (compiled steps keep a copy: a CUDA-graph replay overwrites its outputs)."""
+    def _train_steps(
+        self, epoch: int, steps: int, batches: Iterator[dict] | None = None
+    ) -> tuple[list, dict, list[float]]:
+        """The first ``steps`` steps of one epoch (its data loader started afresh). Per-step
+        losses and stats stay on the device and are collected once per epoch: no
+        reduction kernel inside the timed steps (compiled steps keep a copy: a
+        CUDA-graph replay overwrites its outputs)."""
         losses: list[torch.Tensor] = []
         stats: dict[str, list[torch.Tensor]] = {}
         seconds: list[float] = []
-        bar = _progress(
-            self.ctx, self.steps_per_epoch, f"{self.ctx.label} epoch {epoch}/{self.epochs}"
-        )
-        batches = staged_batches(
-            self.parts.train_loader, self.device, self.non_blocking, self.prefetch
-        )
+        bar = _progress(self.ctx, steps, f"{self.ctx.label} epoch {epoch}/{self.epochs}")
+        if batches is None:
+            batches = self.batches()
 
         def keep(out: tuple[torch.Tensor, dict], n: int) -> None:
             losses.append(out[0])
@@ -287,18 +312,80 @@ class TrainingLoop:
             seconds.append(self.first_step_seconds or 0.0)
             self.data_wait.append(0.0)
             first = 1
-        self.timer.prepare(self.steps_per_epoch - first)
+        self.timer.prepare(steps - first)
         with TimedRegion(self.dev, self.trackers, TRAIN):
-            for step_in_epoch in range(first, self.steps_per_epoch):
+            for step_in_epoch in range(first, steps):
                 wait_t0 = time.perf_counter()
                 batch = next(batches)  # host fetch + (pinned, non-blocking) copy to the device
                 self.data_wait.append(time.perf_counter() - wait_t0)
-                keep(self._step(batch, step_in_epoch), batch_size_of(batch))
+                keep(self.train_step(batch, step_in_epoch), batch_size_of(batch))
                 self.timer.mark_step()
         bar.close()
         seconds.extend(self.timer.regions[-1])
-        self.step_seconds.append(seconds)
         return losses, stats, seconds
+
+    def batches(self) -> Iterator[dict]:
+        """One pass over the training loader, each batch on the device."""
+        return staged_batches(
+            self.parts.train_loader, self.device, self.non_blocking, self.prefetch
+        )
+
+    def _endless_batches(self) -> Iterator[dict]:
+        """The training loader pass after pass (the extension's batches)."""
+        while True:
+            yield from self.batches()
+
+    # -- a window long enough ----------------------------------------------------------
+
+    def _window(self) -> dict:
+        """The measurement window over every timed step so far (extension included)."""
+        return measurement_window(
+            self.step_seconds + self.extension_seconds,
+            self.step_samples,
+            self.warmup_steps,
+            self.protocol,
+        )
+
+    def extend_short_window(self) -> None:
+        """More timed training steps after the last epoch while the window (or the
+        energy window) is below its minimum — as pyperf calibrates its loops and
+        criterion extends to a target time, rather than publishing a short window.
+        The steps continue training the final model on the training loader, in timed
+        regions like an epoch's, with no evaluation and no learning-rate step; the
+        task's metrics and losses come from the configured epochs only. At most
+        ``timing.max_extension_seconds`` of steps (docs/statistics.md §1)."""
+        if not self.protocol.extend_short_windows or self.reference:
+            return
+        spent, budget = 0.0, self.protocol.max_extension_seconds
+        self.scheduler_steps = False
+        self.parts.model.train()
+        batches = self._endless_batches()
+        for _ in range(MAX_EXTENSION_REGIONS):
+            need = extension_steps_needed(
+                self._window(), self.energy.measured_seconds(TRAIN), self.protocol, budget - spent
+            )
+            if need is None:
+                break
+            steps, reason = need
+            self.extension_reason = self.extension_reason or reason
+            label = len(self.step_seconds) + len(self.extension_seconds) + 1
+            _, _, seconds = self._train_steps(label, steps, batches)
+            self.extension_seconds.append(seconds)
+            spent += sum(seconds)
+
+    def _extension(self) -> dict:
+        seconds = [s for region in self.extension_seconds for s in region]
+        return {
+            "regions": len(self.extension_seconds),
+            "steps": len(seconds),
+            "seconds": float(sum(seconds)),
+            "reason": self.extension_reason,
+            "method": "timed training steps after the last epoch (training loader pass "
+            "after pass, no evaluation, no learning-rate step) until the window reaches "
+            "timing.min_timed_seconds and min_timed_steps (and the energy window "
+            "timing.min_energy_seconds) with a 20% margin, at most "
+            "timing.max_extension_seconds",
+        }
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -343,20 +430,20 @@ class TrainingLoop:
         for epoch in range(1, self.epochs + 1):
             self.run_epoch(epoch)
         self.calibrate_evaluation()
+        self.extend_short_window()
         result = self.result()
         return self.parts.finish(result) if self.parts.finish is not None else result
 
     def result(self) -> dict:
         """The run's result for the record (see docs/statistics.md for every part)."""
-        window = measurement_window(
-            self.step_seconds, self.step_samples, self.warmup_steps, self.protocol
-        )
+        window = self._window()
         start = window["start_step"]
         for row, part in zip(
             self.epoch_rows, epoch_windows(self.step_seconds, self.step_samples, start), strict=True
         ):
             row.update(part)
-        in_regions = sum(sum(epoch) for epoch in self.step_seconds) - (self.first_step_seconds or 0)
+        timed = self.step_seconds + self.extension_seconds
+        in_regions = sum(sum(region) for region in timed) - (self.first_step_seconds or 0)
         region_seconds = sum(self.timer.region_seconds)
         waits = self.data_wait[start:]
         window["timed"]["region_seconds"] = region_seconds
@@ -368,14 +455,19 @@ class TrainingLoop:
         )
         return {
             "kind": "training",
-            "model": self._model_facts(),
-            "settings": self._settings(),
+            "model": model_facts(self.parts),
+            "settings": settings_facts(self),
             "epochs": self.epoch_rows,
             "steps": {
                 "seconds": self.step_seconds,
+                "losses": self.step_losses,
                 "samples": self.step_samples,
-                "method": self.timer.method + "; step 0 alone, synchronized at both edges",
+                "extension_seconds": self.extension_seconds,
+                "method": self.timer.method + "; step 0 alone, synchronized at both edges; "
+                "losses: each step's training loss (float64 copies of the device values, "
+                "collected once per epoch)",
             },
+            "extension": self._extension(),
             **{k: window[k] for k in ("steady_state", "warmup", "timed")},
             "step_latency_s": window["step_latency_s"],
             "outliers": window["outliers"],
@@ -390,83 +482,8 @@ class TrainingLoop:
             "host": self.host.summary(),
             "memory": self.memory.summary(),
             "energy": self.energy.summary(samples=sum(self.step_samples[1:])),
-            "verification": self._verification(),
-            "task": self._task(),
-        }
-
-    def _model_facts(self) -> dict:
-        params = list(self.parts.model.parameters())
-        return {
-            "name": self.parts.model_name,
-            "parameters": sum(p.numel() for p in params),
-            "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
-        }
-
-    def _settings(self) -> dict:
-        parts, optimizer = self.parts, self.parts.optimizer
-        if self.staged:
-            staging = "whole data set staged on the device once; batches gathered there"
-        elif self.prefetch:
-            staging = "next batch copied to the device on a side stream during the current step"
-        else:
-            staging = "batch copied to the device at the start of its step" + (
-                " (pinned memory, non_blocking)" if self.non_blocking else ""
-            )
-        compiled = self.compile_mode is not None
-        return {
-            "batch_size": self.ctx.batch_size,
-            "gradient_accumulation": self.accumulation,
-            "effective_batch_size": self.ctx.batch_size * self.accumulation,
-            "epochs": self.epochs,
-            "steps_per_epoch": self.steps_per_epoch,
-            "warmup_steps": self.warmup_steps,
-            "timing": self.protocol.as_dict(),
-            "optimizer": type(optimizer).__name__,
-            "optimizer_options": {
-                k: v
-                for k, v in optimizer.defaults.items()
-                if isinstance(v, (int, float, bool, str, type(None)))
-            },
-            "scheduler": type(parts.scheduler).__name__ if parts.scheduler is not None else None,
-            "step_scheduler": type(parts.step_scheduler).__name__
-            if parts.step_scheduler is not None
-            else None,
-            "grad_scaler": self.scaler is not None,
-            "data_staging": staging,
-            "compile": {
-                "mode": self.compile_mode,
-                "compiled": "the workload's loss function (model forward + loss; backward "
-                "through AOTAutograd)"
-                if compiled
-                else None,
-                "evaluation": "eager module" if compiled else None,
-                "errors_suppressed": False if compiled else None,
-            },
-            **parts.extra_settings,
-        }
-
-    def _verification(self) -> dict:
-        facts = dict(self.verification)
-        log = self.ctx.warnings
-        facts["cpu_fallback_ops"] = sorted(set(log.fallback_ops)) if log else []
-        if log and log.autocast_disabled:
-            facts["autocast_active"] = False
-            facts["autocast_disabled_warning"] = log.autocast_disabled[0]
-        return facts
-
-    def _task(self) -> dict:
-        metric, rows = self.parts.primary_metric, self.epoch_rows
-        values = [(row["eval_metrics"] or {}).get(metric) for row in rows]
-        scored = [(v, row["epoch"]) for v, row in zip(values, rows, strict=True) if v is not None]
-        pick = max if self.parts.higher_is_better else min
-        best, best_epoch = pick(scored) if scored else (None, None)
-        return {
-            "primary_metric": metric,
-            "higher_is_better": self.parts.higher_is_better,
-            "final": values[-1] if values else None,
-            "best": best,
-            "best_epoch": best_epoch,
-            "final_loss": rows[-1]["train_loss"] if rows else None,
+            "verification": verification_facts(self),
+            "task": task_facts(self.parts, self.epoch_rows),
         }
 
 

@@ -168,6 +168,13 @@ class EnergyTracker:
             window.joules[name] = window.joules.get(name, 0.0) + values[name] - first[name]
         self._open = None
 
+    def measured_seconds(self, kind: str) -> float | None:
+        """Seconds of the ``kind`` regions so far, or None where no domain is measured
+        (nothing to lengthen a window for)."""
+        if not any(n not in self.reasons for n in self.methods):
+            return None
+        return self.windows[kind].seconds
+
     # -- the record ------------------------------------------------------------------
 
     def _domain(self, name: str, window: Window) -> dict:
