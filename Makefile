@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # Extra Snakemake arguments for report and rerun-failed, e.g. SNAKEMAKE_ARGS=--dry-run
 SNAKEMAKE_ARGS ?=
 
-.PHONY: setup report test test-slow test-cluster lint clean rerun-failed
+.PHONY: setup report test test-slow test-cluster lint clean rerun-failed gpu-evidence evidence-check
 
 # The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
 $(RUNTIME): pyproject.toml
@@ -65,6 +65,18 @@ lint: $(DEV)
 
 clean:
 	rm -rf results/* .snakemake
+
+# On a machine with a CUDA GPU: every CUDA measurement the README quotes, into
+# docs/measured/ (PARTS="smoke retrieval text throughput canary", or some of them;
+# about 15 minutes on one H100). See scripts/trainbench/evidence_run.py.
+PARTS ?= smoke retrieval text throughput canary
+gpu-evidence: $(RUNTIME)
+	$(BIN)/python scripts/evidence.py run $(PARTS)
+
+# The measurement code changed since each docs/measured/ folder was made; fails when the
+# README's evidence block does not say exactly that.
+evidence-check: $(RUNTIME)
+	$(BIN)/python scripts/evidence.py check --readme README.md
 
 # Rerun exactly the failed cells (all devices, or DEVICE=mps; INCLUDE_UNAVAILABLE=1 adds
 # the unavailable ones) and rebuild what depends on them; cells no longer in the

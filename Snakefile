@@ -22,8 +22,13 @@ include: "rules/common.smk"
 validate(config, "scripts/trainbench/schemas/config.schema.yaml")
 
 
-include: "rules/data.smk"
-include: "rules/run.smk"
+# aggregate.records_only: no data set is built and no cell runs (records already here).
+if not config["aggregate"]["records_only"]:
+
+    include: "rules/data.smk"
+    include: "rules/run.smk"
+
+
 include: "rules/aggregate.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"

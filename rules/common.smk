@@ -76,6 +76,8 @@ CONFIG_FILES = ["config.yaml"] + [
     workflow_path(p) for p in workflow.configfiles if workflow_path(p) != "config.yaml"
 ]
 
+# aggregate.records_only: tables, figures and reports from the records already here.
+RECORDS_ONLY = bool(config["aggregate"]["records_only"])
 CELLS = tbconfig.expand_matrix(config)  # every cell's first `repeats.min` repeats
 WORKLOADS = tbconfig.enabled_workloads(config)
 # Training workloads get a verification report of their own (seed-000 form).
@@ -104,6 +106,10 @@ def planned_cells(workload, below=None):
     """The workload's cells with repeat < ``below`` (default: every repeat it gets):
     the first `repeats.min` of every cell, then each adaptive round's plan. Asking
     for a round's plan makes Snakemake run the checkpoint `plan_round` first."""
+    if RECORDS_ONLY:
+        return [
+            c for c in recorded_cells(workload) if below is None or c.rep < int(below)
+        ]
     settings = REPEATS[workload]
     stop = settings["max"] if below is None else int(below)
     cells = [c for c in CELLS if c.workload == workload and c.rep < stop]
@@ -113,6 +119,15 @@ def planned_cells(workload, below=None):
         if not planned:
             break
         cells += [tbconfig.Cell(workload, d, int(bs), rep) for d, bs in planned]
+    return cells
+
+
+def recorded_cells(workload):
+    """The workload's cells that have a record in this results folder (records_only)."""
+    cells = []
+    for path in sorted(Path(RESULTS, "runs", workload).glob("*/bs*/rep*/metrics.json")):
+        device, bs, rep = path.parts[-4], path.parts[-3], path.parts[-2]
+        cells.append(tbconfig.Cell(workload, device, int(bs[2:]), int(rep[3:])))
     return cells
 
 
@@ -156,6 +171,8 @@ def mark_tables_stale_when_records_are_missing():
     then the tables, figures and reports, and never counts a record that is not there.
     """
     runs_csv = Path(f"{RESULTS}/tables/runs.csv")
+    if RECORDS_ONLY:
+        return
     if runs_csv.exists() and any(not Path(p).exists() for p in known_records()):
         os.utime(runs_csv, (0, 0))
 
@@ -345,6 +362,8 @@ def reference_paths(wildcards=None):
         for cell in planned_cells(workload):
             if cell.device == base:
                 paths.append(reference_path(workload, cell.batch_size, cell.rep))
+    if RECORDS_ONLY:  # the references that were made (a skipped one has a record too)
+        return [p for p in paths if Path(p).exists()]
     return paths
 
 

@@ -103,7 +103,8 @@ def semantic_problems(config: dict) -> list[str]:
             "Fault injection is for tests only; remove `fault_injection` from the config."
         )
     problems += _fault_problems(config, faults)
-    problems += _thread_problems(config)
+    if not config.get("aggregate", {}).get("records_only"):  # no cell runs here then
+        problems += _thread_problems(config)
     problems += _baseline_problems(config)
     return problems
 

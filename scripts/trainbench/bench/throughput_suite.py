@@ -116,6 +116,8 @@ def trainbench_config(suite: dict, workload: str) -> dict:
         "devices": [suite["device"]],
         "device_settings": {suite["device"]: copy.deepcopy(suite["device_settings"])},
         "launcher": {"progress": "never"},
+        # Every variant times the harness's steps: no extension past the last epoch.
+        "timing": {"extend_short_windows": False},
         "workloads": {workload: settings},
     }
     if workload != "image_cnn":
