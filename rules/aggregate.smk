@@ -38,7 +38,9 @@ rule statistics:
         per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
         setups=f"{RESULTS}/tables/setups.csv",
-        code=package_code("stats", "tables.py", "published.py"),
+        step_losses=f"{RESULTS}/tables/step_losses.csv",
+        references=f"{RESULTS}/tables/references.csv",
+        code=package_code("stats", "tables.py", "published.py", "precision.py"),
     output:
         tables=expand(
             f"{RESULTS}/tables/{{name}}.{{ext}}",
@@ -53,6 +55,6 @@ rule statistics:
         devices=DEVICE_ORDER,
         baseline=config["report"]["baseline_device"],
         repeats=REPEATS,
-        parity_margins=config["report"]["parity_margins"],
+        parity=config["report"]["parity"],
     script:
         "../scripts/compute_statistics.py"

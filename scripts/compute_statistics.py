@@ -13,14 +13,22 @@ from trainbench.tables import read_table, write_table  # noqa: E402
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 tables = {
     name: read_table(snakemake.input[name])
-    for name in ("runs", "epochs", "per_label_runs", "matmul", "setups")
+    for name in (
+        "runs",
+        "epochs",
+        "per_label_runs",
+        "matmul",
+        "setups",
+        "step_losses",
+        "references",
+    )
 }
 published = publish(
     tables,
     devices=snakemake.params.devices,
     baseline=snakemake.params.baseline,
     repeats=snakemake.params.repeats,
-    parity_margins=snakemake.params.parity_margins,
+    parity=snakemake.params.parity,
 )
 paths = {Path(p).name: p for p in snakemake.output.tables}
 for name, frame in published.items():

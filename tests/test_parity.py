@@ -1,32 +1,32 @@
-"""The parity rule (an equivalence test with a margin per workload), the test fault
-silent_numeric_error, and the two together through the launcher: a silently wrong
-device finishes ok, its canary fails, and the rule fails a faulted pair but not a
-clean one."""
+"""The parity rule (paired by run seed: loss drift against a float64 reference, and a
+gross check of the final result), the test fault silent_numeric_error, and the two
+together through the launcher: a silently wrong device finishes ok, its canary fails,
+and the rule fails a faulted pair but not a clean one."""
 
 from __future__ import annotations
 
 import copy
-import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
 from helpers import FAULTS_ENV, tiny_config
 from stats_helpers import frame, run
 from trainbench import config as tbconfig
 from trainbench import stats
 from trainbench.aggregate import run_row
-from trainbench.bench import parity_analysis, parity_power
 from trainbench.launcher import run_cell
 from trainbench.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
 from trainbench.stats import parity
 from trainbench.stats.verdicts import verdicts_table
 from trainbench.workloads import image_cnn
 
-MARGINS = {"default": {"metric": 0.05, "loss": 0.1}}
+STEPS = 32
+RNG = np.random.default_rng(3)
+# float64 reference losses of repeats 0..2 (a decaying curve with batch noise)
+REFERENCE = {k: 2.3 * np.exp(-np.arange(STEPS) / 40) + 0.05 * RNG.random(STEPS) for k in range(3)}
+U32 = 2.0**-24
 
 
 def one(table: pd.DataFrame, device: str, batch_size: int = 8) -> pd.Series:
@@ -35,122 +35,140 @@ def one(table: pd.DataFrame, device: str, batch_size: int = 8) -> pd.Series:
     return rows.iloc[0]
 
 
-def runs_of(device: str, metrics, losses, batch_size: int = 8, start_rep: int = 0) -> list:
-    return [
-        run("w", device, batch_size, start_rep + i, final_metric=m, final_loss=x)
-        for i, (m, x) in enumerate(zip(metrics, losses, strict=True))
-    ]
+def _curve(rep: int, relative_error: float, seed: int) -> np.ndarray:
+    """The reference's losses off by ``relative_error`` (random signs, growing a little)."""
+    noise = np.random.default_rng(seed).standard_normal(STEPS)
+    return REFERENCE[rep] * (1 + relative_error * noise * (1 + np.arange(STEPS) / STEPS))
+
+
+class Tables:
+    """runs, step_losses and references rows for the synthetic devices."""
+
+    def __init__(self):
+        self.runs, self.steps, self.refs = [], [], []
+
+    def device(self, device, errors, metrics, losses, batch_size=8, **values):
+        for rep, (err, m, x) in enumerate(zip(errors, metrics, losses, strict=True)):
+            record = f"runs/w/{device}/bs{batch_size}/rep{rep}.json"
+            self.runs.append(run("w", device, batch_size, rep, run_seed=rep, final_metric=m,
+                                 final_loss=x, record=record, **values))  # fmt: skip
+            curve = REFERENCE[rep] if err is None else _curve(rep, err, hash((device, rep)) % 2**31)
+            self.steps += [{"record": record, "kind": "run", "step": t, "loss": v}
+                           for t, v in enumerate(curve)]  # fmt: skip
+
+    def reference(self, rep, batch_size=8, status="ok", reason=None):
+        record = f"references/w/bs{batch_size}/rep{rep}.json"
+        self.refs.append({"workload": "w", "batch_size": batch_size, "rep": rep, "run_seed": rep,
+                          "status": status, "reason": reason, "loss_dtype": "float64",
+                          "record": record})  # fmt: skip
+        if status == "ok":
+            self.steps += [{"record": record, "kind": "reference", "step": t, "loss": v}
+                           for t, v in enumerate(REFERENCE[rep])]  # fmt: skip
+
+    def table(self, **settings) -> pd.DataFrame:
+        return stats.parity_table(frame(self.runs), {"w": "cpu"}, pd.DataFrame(self.steps),
+                                  pd.DataFrame(self.refs), parity.ParitySettings(**settings))  # fmt: skip
 
 
 BASE_METRIC, BASE_LOSS = [0.90, 0.91, 0.92], [1.00, 1.02, 0.98]
 
 
-def synthetic_runs() -> pd.DataFrame:
-    rows = runs_of("cpu", BASE_METRIC, BASE_LOSS)
-    rows += runs_of("close", [0.905, 0.915, 0.91], [1.01, 1.0, 0.99])
-    rows += runs_of("worse", [0.70, 0.71, 0.72], [1.0, 1.01, 0.99])
-    rows += runs_of("lossy", [0.91, 0.905, 0.915], [1.5, 1.52, 1.48])
-    rows += runs_of("noisy", [0.70, 0.95, 1.0], [1.0, 1.0, 1.0])
-    rows += runs_of("twin", BASE_METRIC, BASE_LOSS)
-    rows += runs_of("two", [0.91, 0.92], [1.0, 1.0])
-    rows.append(run("w", "two", 8, 2, status="failed", error_class="oom"))
-    rows += runs_of("cpu", [0.9, 0.91], [1.0, 1.0], batch_size=16)
-    rows += runs_of("close", [0.9, 0.91, 0.92], [1.0, 1.0, 1.0], batch_size=16)
-    return frame(rows)
+def synthetic() -> Tables:
+    t = Tables()
+    for rep in range(3):
+        t.reference(rep)
+    t.device("cpu", [3 * U32] * 3, BASE_METRIC, BASE_LOSS)
+    # a correct fp32 device with other kernels: 20x the baseline's error
+    t.device("kernels", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99])
+    # a silently wrong fp32 device: errors of 1e-4 from the first step on
+    t.device("wrong", [1e-4] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99])
+    # correct bf16 arithmetic: errors of 1e-3, inside bf16's envelope
+    t.device("bf16", [1e-3] * 3, [0.90, 0.92, 0.91], [1.0, 1.03, 0.98], autocast_dtype="bfloat16")
+    # right losses, broken result: the metric far beyond the baseline's seed spread
+    t.device("broken", [3 * U32] * 3, [0.30, 0.31, 0.29], [1.0, 1.02, 0.98])
+    t.device("mixed", [3 * U32, 1e-4, 3 * U32], BASE_METRIC, BASE_LOSS)
+    t.device("twin", [None, None, None], BASE_METRIC, BASE_LOSS)
+    return t
 
 
-# ----------------------------------------------------------------------------- the rule
-
-
-def test_welch_interval_matches_a_hand_computation():
-    from scipy import stats as st
-
-    dev, base = [0.905, 0.915, 0.91], BASE_METRIC
-    diff, low, high, df = parity.welch_interval(dev, base)
-    se = math.sqrt(np.var(dev, ddof=1) / 3 + np.var(base, ddof=1) / 3)
-    v1, v2 = np.var(dev, ddof=1) / 3, np.var(base, ddof=1) / 3
-    welch_df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 2)
-    assert diff == pytest.approx(0.0)
-    assert df == pytest.approx(welch_df)
-    assert high == pytest.approx(st.t.ppf(0.95, welch_df) * se) and low == pytest.approx(-high)
-    # TOST: equivalence at the margin ⇔ both one-sided p-values below α
-    p_low = st.t.sf((diff + 0.05) / se, welch_df)
-    p_high = st.t.cdf((diff - 0.05) / se, welch_df)
-    assert max(p_low, p_high) < 0.05
-    assert parity.equivalence(dev, base, 0.05).outcome == "pass"
-
-
-def test_outcomes_pass_fail_and_inconclusive():
-    table = stats.parity_table(synthetic_runs(), {"w": "cpu"}, MARGINS)
+def test_paired_parity_passes_correct_arithmetic_and_fails_wrong_arithmetic():
+    table = synthetic().table()
     assert list(table.columns) == stats.COLUMNS["parity"]
-    close = one(table, "close")
-    assert close["parity"] == "pass" and close["metric_pass"] and close["loss_pass"]
-    assert close["metric_margin"] == 0.05 and close["loss_margin"] == 0.1
-    assert close["final_metric"] == pytest.approx(0.91)  # means
+    kernels = one(table, "kernels")
+    assert kernels["parity"] == "pass" and kernels["drift_within"], kernels["rule"]
+    assert kernels["precision"] == "float32" and kernels["drift_multiplier"] == 100
+    assert kernels["pairs"] == 3 and kernels["reference_steps"] == STEPS
+    assert 0.05 < kernels["drift_median"] < 0.5  # ~20x the baseline's error, m = 100
+    assert "range of 3 pairs" in kernels["rule"] and "float32 envelope = 100 ×" in kernels["rule"]
+    wrong = one(table, "wrong")
+    assert wrong["parity"] == "fail" and not wrong["drift_within"] and wrong["drift_low"] > 1
+    bf16 = one(table, "bf16")
+    assert bf16["precision"] == "bfloat16" and bf16["drift_multiplier"] == 4
+    assert bf16["parity"] == "pass", bf16["rule"]
+    assert "bfloat16 envelope = 4 × 2^16 ×" in bf16["rule"]
+    # the same errors judged as float32 arithmetic fail
+    assert one(synthetic().table(drift_multiplier={"float32": 100}), "wrong")["parity"] == "fail"
+
+
+def test_the_gross_check_fails_a_result_moved_beyond_seed_noise_and_never_passes_alone():
+    table = synthetic().table()
+    broken = one(table, "broken")
+    assert broken["drift_within"] and not broken["metric_within"]
+    assert broken["parity"] == "fail" and "beyond: fails" in broken["rule"]
+    assert broken["metric_margin"] == pytest.approx(3 * np.std(BASE_METRIC, ddof=1))
     assert (
-        "accuracy: +0, 90% interval [" in close["rule"]
-        and "within ±0.05: equivalent" in close["rule"]
+        broken["metric_diff"] == pytest.approx(-0.61) and broken["interval"] == "range of 3 pairs"
     )
-    assert "loss: " in close["rule"] and "within ±10%: equivalent" in close["rule"]
-    worse = one(table, "worse")
-    assert worse["parity"] == "fail" and not worse["metric_pass"] and worse["loss_pass"]
-    assert worse["metric_diff"] == pytest.approx(-0.2) and worse["metric_high"] < -0.05
-    assert "beyond ±0.05: differs by more than the margin" in worse["rule"]
-    lossy = one(table, "lossy")
-    assert lossy["parity"] == "fail" and not lossy["loss_pass"]
-    assert lossy["loss_diff"] == pytest.approx(0.5) and lossy["loss_low"] > 0.1
-    noisy = one(table, "noisy")
-    assert noisy["parity"] == "insufficient data" and pd.isna(noisy["metric_pass"])
-    assert noisy["rule"].startswith("inconclusive (accuracy): not shown equivalent")
-    assert "neither within nor beyond ±0.05: inconclusive" in noisy["rule"]
+    t = Tables()  # no references: the gross check alone cannot pass a device
+    t.device("cpu", [3 * U32] * 3, BASE_METRIC, BASE_LOSS)
+    t.device("kernels", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99])
+    row = one(t.table(), "kernels")
+    assert row["parity"] == "insufficient data" and "no float64 reference made" in row["rule"]
 
 
-def test_identical_too_few_repeats_and_not_comparable():
-    table = stats.parity_table(synthetic_runs(), {"w": "cpu"}, MARGINS)
+def test_identical_too_few_pairs_disagreeing_pairs_and_missing_references():
+    t = synthetic()
+    t.device("two", [60 * U32] * 2, [0.9, 0.91], [1.0, 1.0])
+    t.runs.append(run("w", "two", 8, 2, status="failed", error_class="oom", run_seed=2))
+    t.refs[1] = {**t.refs[1], "status": "skipped", "reason": "no other device finished ok"}
+    table = t.table()
     twin = one(table, "twin")
     assert twin["parity"] == "identical" and "bit-identical" in twin["rule"]
-    two = one(table, "two")  # the failed repeat is not a result
-    assert two["n"] == 2 and two["parity"] == "insufficient data"
-    assert "device 2, baseline cpu 3" in two["rule"] and pd.isna(two["metric_pass"])
-    few_base = one(table, "close", 16)
-    assert few_base["baseline_n"] == 2 and few_base["parity"] == "insufficient data"
-    assert "baseline cpu 2" in few_base["rule"]
-    alone = frame(runs_of("gpu", [0.9, 0.9, 0.9], [1.0, 1.0, 1.0]))
-    assert stats.parity_table(alone, "cpu")["parity"].tolist() == ["insufficient data"]
-    mixed = frame(
-        [run("w", "cpu", 8, i, final_loss=1.0) for i in range(3)]
-        + [run("w", "gpu", 8, i, final_metric=0.9) for i in range(3)]
-    )
-    assert stats.parity_table(mixed, "cpu")["parity"].tolist() == ["not comparable"]
+    two = one(table, "two")
+    assert two["pairs"] == 2 and two["parity"] == "insufficient data"
+    assert two["rule"].startswith("fewer than 3 pairs")
+    kernels = one(table, "kernels")  # rep 1's reference was skipped: 2 pairs judged
+    assert kernels["parity"] == "insufficient data"
+    assert "no other device finished ok" in kernels["rule"]
+    mixed = one(synthetic().table(), "mixed")
+    assert mixed["parity"] == "insufficient data" and "straddle" in mixed["rule"]
+    alone = Tables()
+    alone.device("gpu", [U32] * 3, [0.9] * 3, [1.0] * 3)
+    assert stats.parity_table(frame(alone.runs), "cpu")["parity"].tolist() == ["not comparable"]
 
 
-def test_margins_per_workload_default_and_schema():
-    given = {"default": {"metric": 0.2}, "w": {"loss": 0.01}}
-    assert parity.margins_for(given, "w") == {"metric": 0.2, "loss": 0.01}
-    assert parity.margins_for(None, "w") == parity.FALLBACK_MARGINS
-    # the schema's `default` entry is the code's fallback; a partial entry keeps the rest
-    config = tbconfig.validate_config(
-        tiny_config(report={"parity_margins": {"clip": {"metric": 0.3}}})
-    )
-    margins = config["report"]["parity_margins"]
-    assert margins["default"] == parity.FALLBACK_MARGINS
-    assert margins["clip"]["metric"] == 0.3 and "loss" in margins["clip"]
-    assert set(margins) >= {"image_cnn", "text_multilabel", "clip", "two_tower"}
-    tight = stats.parity_table(synthetic_runs(), {"w": "cpu"}, {"w": {"metric": 0.001}})
-    assert one(tight, "close")["parity"] == "insufficient data"  # interval wider than ±0.001
+def test_five_pairs_use_a_bootstrap_interval_of_the_median():
+    ratios = np.array([0.2, 0.3, 0.25, 0.28, 0.22])
+    low, high, kind = parity.interval_of(ratios)
+    assert low <= np.median(ratios) <= high and "bootstrap" in kind
+    low, high, kind = parity.interval_of(ratios[:3])
+    assert (low, high, kind) == (0.2, 0.3, "range of 3 pairs")
 
 
 def test_the_verdict_follows_the_rule():
-    runs = synthetic_runs()
-    runs = runs[runs["status"] == "ok"]  # a failed cell alone makes a device not working
-    table = stats.parity_table(runs, {"w": "cpu"}, MARGINS)
+    t = synthetic()
+    runs = frame(t.runs)
+    table = t.table()
     verdicts = verdicts_table(runs, pd.DataFrame(), table, {"w": "cpu"}, ["w"])
     status = dict(zip(verdicts["device"], verdicts["status"], strict=True))
     first = dict(zip(verdicts["device"], verdicts["first_failing"], strict=True))
-    assert status["worse"] == "not working" and "parity fails at bs 8: accuracy" in first["worse"]
-    assert status["lossy"] == "not working" and "loss 1.5 vs 1" in first["lossy"]
-    assert status["noisy"] == "insufficient data" and "inconclusive" in first["noisy"]
-    assert status["two"] == "insufficient data" and "device 2, baseline cpu 3" in first["two"]
+    assert status["wrong"] == "not working"
+    assert "losses drift from float64" in first["wrong"] and "float32 envelope" in first["wrong"]
+    assert (
+        status["broken"] == "not working"
+        and "parity fails at bs 8: accuracy 0.3" in first["broken"]
+    )
+    assert status["mixed"] == "insufficient data" and "straddle" in first["mixed"]
 
 
 # ----------------------------------------------------------------------------- the fault
@@ -303,62 +321,3 @@ def test_a_faulted_cell_finishes_ok_silently_wrong(cells):
     assert faulted["numerics_status"] == "fail"  # the canary sees it, as on a real MPS bug
     assert "matmul_square" in faulted["numerics_failed_ops"]
     assert "addcdiv_noncontiguous" in faulted["numerics_failed_ops"]
-
-
-@pytest.mark.slow
-def test_parity_fails_a_faulted_pair_and_not_a_clean_one(cells):
-    base = [cells("clean", 0, rep) for rep in range(3)]
-    clean = [cells("clean", 100, rep) for rep in range(3)]
-    faulted = [cells("fault", 100, rep) for rep in range(3)]
-    found = parity_analysis.judge(base, faulted, TEST_MARGINS)
-    assert found["parity"] == "fail", found["rule"]
-    assert parity_analysis.judge(base, clean, TEST_MARGINS)["parity"] != "fail"
-
-
-def test_power_benchmark_plan_and_summary(tmp_path):
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump(tiny_config(workloads={"image_cnn": TINY_CNN})))
-    config = parity_power.load_config(config_path)
-    assert config["workloads"].keys() == {"image_cnn"}  # training workloads only
-    jobs = parity_power.plan(config, sizes=[0.1, 0.3], repeats=3)
-    assert len(jobs) == 3 * (2 + 2)
-    spec = parity_power.job_spec(config, next(j for j in jobs if j.role == "fault"), None)
-    assert spec["cell"]["device"] == "cpu-t2" and spec["run_seed"] == 100
-    assert spec["faults"][0] == {"workload": "image_cnn", "device": "cpu-t2",
-                                 "fault": "silent_numeric_error", "size": 0.1}  # fmt: skip
-
-    def row(role, rep, metric, loss, size=0.0):
-        return {
-            "workload": "image_cnn", "batch_size": 32, "role": role, "size": size, "rep": rep,
-            "status": "ok", "final_metric": metric, "final_loss": loss,
-            "primary_metric": "accuracy", "numerics_status": "fail" if size else "pass",
-        }  # fmt: skip
-
-    runs = [row("baseline", i, m, 1.0 + i / 100) for i, m in enumerate([0.9, 0.91, 0.92])]
-    runs += [row("clean", i, m, 1.0 - i / 100) for i, m in enumerate([0.91, 0.9, 0.905])]
-    runs += [row("fault", i, m, 1.5, 0.3) for i, m in enumerate([0.5, 0.52, 0.48])]
-    comparisons = parity_analysis.compare(runs, MARGINS)
-    total = parity_analysis.summary(comparisons)
-    assert comparisons[0]["faults"][0]["detected"] and total["detected_by_size"] == {"0.3": "1/1"}
-    assert total["clean_pair_false_alarms"] == 0 and total["clean_splits"] == 10
-    config = {"date": "today", "path": "c.yaml", "sha256": "ab" * 32}
-    results = {"comparisons": comparisons, "summary": total, "repeats": 3, "config": config}
-    text = parity_analysis.render(results)
-    assert "**detected**" in text and "| image_cnn | 32 |" in text
-    assert Path(parity_power.__file__).name == "parity_power.py"
-
-
-def test_workload_code_hash_covers_the_modules_the_workload_imports(tmp_path):
-    from trainbench.bench.parity_power import workload_code_sha256
-
-    (tmp_path / "mine.py").write_text("from .mine_model import Net\nfrom . import common\n")
-    (tmp_path / "mine_model.py").write_text("from .layers import Block\n")
-    for name in ("common", "layers", "unrelated"):
-        (tmp_path / f"{name}.py").write_text("X = 1\n")
-    before = workload_code_sha256(tmp_path / "mine.py")
-    (tmp_path / "unrelated.py").write_text("X = 2\n")
-    assert workload_code_sha256(tmp_path / "mine.py") == before
-    for name in ("common", "layers"):  # imported directly, and through mine_model
-        (tmp_path / f"{name}.py").write_text("X = 3\n")
-        assert workload_code_sha256(tmp_path / "mine.py") != before
-        before = workload_code_sha256(tmp_path / "mine.py")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from trainbench.report import render_report, render_workload_report
+from trainbench.stats import COLUMNS as STATS_COLUMNS
 
 PACKAGE = Path(__file__).parents[1] / "scripts" / "trainbench"
 REPORT_FILES = (PACKAGE / "report.py", PACKAGE / "report_tables.py")  # the report and its tables
@@ -25,10 +26,7 @@ COLUMNS = {
     "target_halfwidth halfwidth converged note",
     "per_label": "workload device batch_size label n precision recall f1 accuracy support "
     "baseline_f1 f1_minus_baseline",
-    "parity": "workload device batch_size primary_metric n baseline_n final_metric "
-    "baseline_metric metric_std baseline_metric_std metric_diff metric_low metric_high "
-    "metric_margin metric_pass final_loss baseline_loss loss_std baseline_loss_std loss_diff "
-    "loss_low loss_high loss_margin loss_pass parity rule",
+    "parity": " ".join(STATS_COLUMNS["parity"]),
     "memory": "workload device batch_size n memory_initial_bytes memory_peak_bytes "
     "memory_limit_bytes peak_fraction_of_limit memory_method",
     "crossover": "kind workload device batch_size quantity crossover compared_at device_value "
@@ -133,11 +131,11 @@ def scenario(kind: str = "range", warnings: bool = True) -> dict[str, list[dict]
         ],
         "parity": [
             {"workload": ic, "device": "cuda", "batch_size": 32, "primary_metric": "accuracy",
-             "n": 3, "baseline_n": 3, "final_metric": 0.91, "baseline_metric": 0.9,
-             "metric_pass": True, "loss_pass": True, "parity": "pass", "rule": "within 2 std"},
+             "pairs": 3, "final_metric": 0.91, "baseline_metric": 0.9, "drift_within": True,
+             "metric_within": True, "loss_within": True, "parity": "pass", "rule": "within"},
             {"workload": ic, "device": "cuda", "batch_size": 64, "primary_metric": "accuracy",
-             "n": 3, "baseline_n": 3, "final_metric": 0.5, "baseline_metric": 0.9,
-             "metric_pass": False, "loss_pass": True, "parity": "fail", "rule": "within 2 std"},
+             "pairs": 3, "final_metric": 0.5, "baseline_metric": 0.9, "drift_within": True,
+             "metric_within": False, "loss_within": True, "parity": "fail", "rule": "beyond"},
         ],
         "verification": [
             verification(ic, "cpu", "images=cpu;labels=cpu"),
@@ -290,9 +288,8 @@ def test_working_only_from_the_verdicts_table(rendered):
     summary = section(reports["image_cnn"], "Summary")
     assert plain_working(reports["image_cnn"]) == 0
     assert f"❌ **cuda** (not working): verification passed; {PARITY_FAIL}" in summary
-    assert "| cuda | 64 | accuracy |" in section(
-        reports["image_cnn"], "Accuracy parity with the baseline"
-    )
+    parity_section = section(reports["image_cnn"], "Accuracy parity with the baseline")
+    assert "| cuda | 64 |" in parity_section and "| accuracy | 0.500 | 0.900 |" in parity_section
 
 
 def test_first_failing_item_named_when_the_text_does_not(tmp_path):

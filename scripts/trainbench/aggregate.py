@@ -44,7 +44,8 @@ RUN_COLUMNS = [
     "primary_metric", "higher_is_better", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
     *ENERGY_COLUMNS,
-    "torch_threads", "autocast_dtype", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
+    "torch_threads", "autocast_dtype", "tf32_matmul", "tf32_cudnn", "float32_matmul_precision",
+    "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
     "numerics_status", "numerics_failed_ops", "numerics_max_rel_error", "numerics_max_error_ratio",
@@ -52,6 +53,7 @@ RUN_COLUMNS = [
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
+    "run_seed",
     "record",
 ]  # fmt: skip
 
@@ -148,6 +150,9 @@ def _verification_facts(verification: Mapping, settings: Mapping) -> dict:
     return {
         "torch_threads": settings.get("torch_threads"),
         "autocast_dtype": amp.get("dtype"),
+        "tf32_matmul": settings.get("tf32_matmul"),
+        "tf32_cudnn": settings.get("tf32_cudnn"),
+        "float32_matmul_precision": settings.get("float32_matmul_precision"),
         "grad_scaler": amp.get("scaler"),
         "all_on_device": verification.get("all_on_device"),
         "autocast_active": verification.get("autocast_active"),
@@ -255,6 +260,7 @@ def run_row(record: Mapping, source: str) -> dict:
         "torch_version": env.torch_version,
         "git_commit": env.git_commit,
         "config_hash": env.config_hash,
+        "run_seed": env.run_seed,
         "record": source,
     }
     return {column: row.get(column) for column in RUN_COLUMNS}

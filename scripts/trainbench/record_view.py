@@ -58,6 +58,7 @@ class Environment:
     git_commit: str | None = None
     slurm_job_id: str | int | None = None
     config_hash: str | None = None
+    run_seed: int | None = None
 
 
 @dataclass(frozen=True)

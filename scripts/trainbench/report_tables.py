@@ -169,7 +169,7 @@ STABILITY = cols(
 
 
 def _parity_ci(prefix: str, percent: bool = False) -> Callable[[Row], str]:
-    """ "[−0.012, +0.018]": a parity row's 90% interval of the difference."""
+    """ "[−0.012, +0.018]": a parity row's interval of the paired differences."""
 
     def text(r: Row) -> str:
         low, high = plain_value(r.get(f"{prefix}_low")), plain_value(r.get(f"{prefix}_high"))
@@ -182,14 +182,14 @@ def _parity_ci(prefix: str, percent: bool = False) -> Callable[[Row], str]:
 
 
 PARITY = KEYS + cols(
-    ("metric", "primary_metric"), ("runs", "n", "i"), ("final (mean)", "final_metric", "n"),
-    ("baseline runs", "baseline_n", "i"), ("baseline (mean)", "baseline_metric", "n"),
-    ("difference", "metric_diff", "n"), ("90% interval", _parity_ci("metric")),
-    ("margin", "metric_margin", "n"), ("metric ok", "metric_pass", "y"),
-    ("final loss", "final_loss", "n"), ("baseline loss", "baseline_loss", "n"),
-    ("loss difference", "loss_diff", "%"), ("loss 90% interval", _parity_ci("loss", True)),
-    ("loss margin", "loss_margin", "%"), ("loss ok", "loss_pass", "y"), ("parity", "parity"),
-    ("rule", "rule"),
+    ("precision", "precision"), ("pairs", "pairs", "i"), ("steps vs float64", "reference_steps", "i"),
+    ("drift / envelope", lambda r: _iv(r.get("drift_low"), r.get("drift_high"), r.get("interval"), "x")),
+    ("device error", "device_error", "n"), ("baseline error", "baseline_error", "n"),
+    ("drift ok", "drift_within", "y"), ("metric", "primary_metric"),
+    ("final (mean)", "final_metric", "n"), ("baseline (mean)", "baseline_metric", "n"),
+    ("paired difference", _parity_ci("metric")), ("gross margin", "metric_margin", "n"),
+    ("final loss", "final_loss", "n"), ("loss paired difference", _parity_ci("loss", True)),
+    ("loss gross margin", "loss_margin", "%"), ("parity", "parity"), ("rule", "rule"),
 )  # fmt: skip
 REPEATS = KEYS + cols(
     ("baseline", "baseline"), ("repeats", "repeats", "i"), ("records", "records", "i"),

@@ -10,7 +10,8 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.quality` — ``stability``, ``warnings``;
 * :mod:`.repeats` — ``repeats`` and :func:`next_round` (adaptive repeats);
 * :mod:`.accuracy` — ``per_label``, ``epoch_summary``, ``task``;
-* :mod:`.parity` — ``parity`` (an equivalence test with a margin per workload);
+* :mod:`.parity` — ``parity`` (paired: loss drift against float64 and a gross check;
+  :mod:`.drift`);
 * :mod:`.memory` — ``memory``, ``collapse``;
 * :mod:`.crossover` — ``crossover``;
 * :mod:`.verdicts` — ``verification``, ``verdicts``;
@@ -50,6 +51,7 @@ from .intervals import (
 )
 from .memory import COLLAPSE_COLUMNS, MEMORY_COLUMNS, collapse_table, memory_table
 from .overview import ATTENTION_COLUMNS, OVERVIEW_COLUMNS, attention_table, overview_table
+from .parity import ParitySettings
 from .quality import STABILITY_COLUMNS, WARNING_COLUMNS, stability_table, warnings_table
 from .repeats import REPEATS_COLUMNS, next_round, repeats_table
 from .speed import (
@@ -94,14 +96,15 @@ def publish(
     devices: Mapping[str, Sequence[str]],
     baseline: str | None = None,
     repeats: Mapping[str, Mapping] | None = None,
-    parity_margins: Mapping[str, Mapping[str, float]] | None = None,
+    parity: Mapping | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every published table, keyed by the names in :data:`PUBLISHED_TABLES` (in that
     order), from the record tables ``runs``, ``epochs``, ``per_label_runs`` and
     ``matmul`` (any may be missing or empty). ``devices[workload]`` is the config's
     device order (the first is the default baseline), ``baseline`` the configured
     ``report.baseline_device``, ``repeats[workload]`` its repeat settings,
-    ``parity_margins`` the configured ``report.parity_margins`` (see :mod:`.parity`)."""
+    ``parity`` the configured ``report.parity`` (see :mod:`.parity`); the record tables
+    ``step_losses`` and ``references`` feed parity's loss-drift check."""
     runs = fr.prepare_runs(tables.get("runs"))
     epochs, matmul = tables.get("epochs"), tables.get("matmul")
     baselines = fr.choose_baselines(runs, devices, baseline, matmul)
@@ -118,7 +121,13 @@ def publish(
     out["repeats"] = repeats_table(runs, out["speedup"], baselines, repeats)
     out["per_label"] = per_label_table(tables.get("per_label_runs"), baselines)
     out["task"] = task_table(runs, training)
-    out["parity"] = parity_table(runs[runs["workload"].isin(training)], baselines, parity_margins)
+    out["parity"] = parity_table(
+        runs[runs["workload"].isin(training)],
+        baselines,
+        tables.get("step_losses"),
+        tables.get("references"),
+        ParitySettings.from_config(parity),
+    )
     out["memory"] = memory_table(runs, epochs)
     out["matmul_summary"] = matmul_summary(matmul, baselines)
     out["crossover"] = crossover_table(out["speedup"], out["matmul_summary"])

@@ -1,68 +1,48 @@
-"""Parity: the ``parity`` table — does a device train to the same result as its
-baseline, within a stated margin?
+"""Parity: the ``parity`` table — does a device train the same way as its baseline?
 
-**The rule: an equivalence test** (TOST, two one-sided Welch t-tests; Schuirmann
-1987) per workload × device × batch size, on the device's ok repeats against the
-baseline's ok repeats at the same batch size, for two quantities:
+Repeat k of a device and repeat k of its baseline start from the same weights and see
+the same batches (the same ``run_seed``): they differ by arithmetic alone. Parity
+compares them **pair by pair**, per workload × device × batch size, with two checks
+(docs/statistics.md, "Parity"):
 
-* the final task metric (the workload's primary metric after the last epoch), as the
-  difference of means device − baseline, in the metric's units, against ± the
-  workload's metric margin;
-* the final training loss (the last epoch's mean), as the *relative* difference of
-  means (device − baseline) / |baseline mean|, against ± the workload's loss margin
-  (the baseline mean in the denominator is taken as known).
-
-For each, the interval is the (1 − 2α) = 90% Welch interval of the difference
-(α = :data:`ALPHA` = 0.05 for each one-sided test; Welch–Satterthwaite degrees of
-freedom), and
-
-* ``pass`` — the interval lies inside ± margin: both one-sided tests reject a
-  difference of at least the margin (equivalence shown at level α);
-* ``fail`` — the interval lies entirely beyond + margin or beyond − margin: the
-  difference is shown to exceed the margin (one-sided, level α);
-* inconclusive — neither: not shown equivalent, not shown different. More repeats
-  narrow the interval.
-
-A check is made where both sides have at least :data:`MIN_REPEATS` (3) finite values.
-The band is two-sided: a device much *better* than the baseline fails too — it did
-not train the same way.
-
-**Margins** come from the config, ``report.parity_margins``: per workload
-``{metric: <absolute, metric units>, loss: <relative, 0.1 = 10%>}``, and ``default``
-for workloads without their own (without a config, :data:`FALLBACK_MARGINS`). The
-bundled workloads' defaults are 3× the seed-to-seed standard deviation σ of each
-quantity on the default config: with 3 repeats a side the interval's half-width is
-about 1.7σ, so a narrower margin can rarely be shown (a device equal to the baseline
-passes 75% of the time at 3σ, 31% at 2σ; normal model). How well the rule detects a
-wrong device at these margins, and how often it fails a right one, is measured by
-``benchmarks/parity_power.py`` (docs/statistics.md, "Parity").
+1. **Loss drift** (:mod:`.drift`, the check that can pass a device): each pair's
+   per-step training losses against repeat k's float64 reference of the same steps;
+   the pair's drift ratio is how far the device strayed from float64 relative to the
+   envelope of a correct device of its precision (the baseline's own float32 error,
+   scaled by the precision's unit roundoff and an allowance ``m``). Over the pairs the
+   interval of the ratios is their range (fewer than 5 pairs) or the 90% bootstrap
+   interval of their median (5 or more, SciPy BCa): **within** when it lies at or below
+   1, **beyond** when it lies above 1, else inconclusive.
+2. **Gross check** (can only fail a device): the paired differences of the final task
+   metric (device − baseline, metric units) and of the final training loss (relative to
+   the baseline's) — their range (fewer than 5 pairs) or 90% t interval of the mean (5
+   or more) — against ± ``g`` times the baseline's own seed-to-seed standard deviation
+   of that quantity (``report.parity.gross_margin_sds``, default 3). An interval wholly
+   beyond the margin means the device's training *result* moved more than a change of
+   seed moves it. Within the margin proves little (seeds move results a lot): it never
+   passes a device alone.
 
 **Row outcome** (``parity``), first match wins:
 
-1. ``not comparable`` — no final metric or loss on both the device and the baseline;
-2. ``identical`` — the final metric and loss equal the baseline's exactly in every
-   repeat, matched by rep: bit-identical runs prove nothing about the device's numerics
-   (e.g. two thread counts of the CPU where its kernels give the same bits at both);
-3. ``insufficient data`` — fewer than 3 ok repeats with a result on either side (the
-   rule says which);
-4. ``fail`` — a check fails;
-5. ``pass`` — every check made passes;
-6. ``insufficient data`` — otherwise: a check is inconclusive (the rule says
-   "inconclusive" and which).
+1. ``not comparable`` — no final metric or loss on both sides;
+2. ``identical`` — every pair bit-identical (per-step losses, else final metric and
+   loss): proves nothing about the device's numerics;
+3. ``insufficient data`` — fewer than 3 pairs (ok repeats sharing a run seed);
+4. ``fail`` — the drift is beyond its envelope, or the gross check fails;
+5. ``pass`` — the drift is within its envelope;
+6. ``insufficient data`` — no drift judgement: no float64 reference (the rule says why),
+   too few steps, or the pairs disagree.
 
-**Columns**, one row per workload × device × batch size for non-baseline devices with
-ok runs that report a final metric or loss:
-
-* primary_metric; n, baseline_n: ok repeats with a result, device and baseline;
-* final_metric, baseline_metric: means over those repeats; metric_std,
-  baseline_metric_std: sample standard deviations (ddof=1); metric_diff: device −
-  baseline (signed); metric_low, metric_high: its 90% Welch interval; metric_margin:
-  the margin (absolute); metric_pass: true (pass), false (fail), empty (inconclusive
-  or not judged);
-* final_loss … loss_pass: the same for the final training loss, with loss_diff,
-  loss_low, loss_high relative to the baseline mean (0.05 = device 5% higher) and
-  loss_margin relative;
-* parity: the outcome above; rule: the test written out with its numbers.
+**Columns**: workload, device, batch_size, primary_metric; precision (the device's
+coarsest arithmetic: its autocast dtype, TF32, else float32), unit_roundoff; pairs;
+reference_steps (median steps compared); drift_multiplier (m); drift_low,
+drift_median, drift_high (the drift ratios' interval and median; ≤ 1 within);
+device_error, baseline_error (median per-step relative loss error against float64,
+medians over the pairs); drift_within (true, false, empty: inconclusive or not
+judged); final_metric, baseline_metric (means over the pairs); metric_diff (mean
+paired difference), metric_low, metric_high, metric_margin, metric_within (false: the
+gross check fails); the same for the loss (relative: 0.05 = device 5% higher);
+interval (``range of n pairs`` or the CI's name); parity; rule.
 """
 
 from __future__ import annotations
@@ -74,246 +54,289 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..precision import UNIT_ROUNDOFF, precision_of
 from ..tables import compact
 from . import frames as fr
+from .drift import PairDrift, identical_pair, multiplier_for, pair_drift
 
 ALPHA = 0.05
-MIN_REPEATS = 3
-# Used only where no margins are given (the API without a config); the config's
-# `report.parity_margins.default` holds the same values (a test checks they agree).
-FALLBACK_MARGINS = {"metric": 0.05, "loss": 0.10}
+MIN_PAIRS = 3
+RANGE_BELOW = 5  # fewer pairs: the interval is their range
+DEFAULT_GROSS_SDS = 3.0
 
 PASS, FAIL, IDENTICAL = "pass", "fail", "identical"
 INSUFFICIENT, NOT_COMPARABLE = "insufficient data", "not comparable"
-INCONCLUSIVE = "inconclusive"
 
 PARITY_COLUMNS = [
-    "workload", "device", "batch_size", "primary_metric", "n", "baseline_n",
-    "final_metric", "baseline_metric", "metric_std", "baseline_metric_std", "metric_diff",
-    "metric_low", "metric_high", "metric_margin", "metric_pass",
-    "final_loss", "baseline_loss", "loss_std", "baseline_loss_std", "loss_diff",
-    "loss_low", "loss_high", "loss_margin", "loss_pass", "parity", "rule",
+    "workload", "device", "batch_size", "primary_metric", "precision", "unit_roundoff",
+    "pairs", "reference_steps", "drift_multiplier", "drift_low", "drift_median",
+    "drift_high", "device_error", "baseline_error", "drift_within",
+    "final_metric", "baseline_metric", "metric_diff", "metric_low", "metric_high",
+    "metric_margin", "metric_within", "final_loss", "baseline_loss", "loss_diff",
+    "loss_low", "loss_high", "loss_margin", "loss_within", "interval", "parity", "rule",
 ]  # fmt: skip
-Margins = Mapping[str, Mapping[str, float]]
 
 
 @dataclass(frozen=True)
-class Equivalence:
-    """One equivalence test: the difference of means (relative when the margin is),
-    its (1 − 2α) Welch interval, the margin and the outcome (pass, fail, inconclusive)."""
+class ParitySettings:
+    """``report.parity``: the drift allowance m per precision class and g."""
 
-    diff: float
-    low: float
-    high: float
-    margin: float
-    outcome: str
-    df: float
+    drift_multiplier: Mapping[str, float] | None = None
+    gross_margin_sds: float = DEFAULT_GROSS_SDS
 
-    @property
-    def passed(self) -> bool | None:
-        return {PASS: True, FAIL: False}.get(self.outcome)
-
-
-def welch_interval(device, baseline, alpha: float = ALPHA) -> tuple[float, float, float, float]:
-    """(mean difference device − baseline, low, high, degrees of freedom): the
-    (1 − 2α) Welch interval. Zero variance on both sides gives a point interval."""
-    from scipy.special import stdtrit  # the t quantile; lighter than scipy.stats
-
-    x, y = np.asarray(device, float), np.asarray(baseline, float)
-    diff = float(x.mean() - y.mean())
-    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    se = math.sqrt(vx + vy)
-    if se == 0:
-        return diff, diff, diff, float(x.size + y.size - 2)
-    df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
-    half = float(stdtrit(df, 1 - alpha)) * se
-    return diff, diff - half, diff + half, float(df)
+    @classmethod
+    def from_config(cls, parity: Mapping | None) -> ParitySettings:
+        parity = parity or {}
+        return cls(
+            parity.get("drift_multiplier"),
+            float(parity.get("gross_margin_sds", DEFAULT_GROSS_SDS)),
+        )
 
 
-def equivalence(
-    device, baseline, margin: float, relative: bool = False, alpha: float = ALPHA
-) -> Equivalence:
-    """The TOST of device against baseline at ± ``margin`` (see the module docstring);
-    ``relative``: the difference and interval divided by |baseline mean|."""
-    diff, low, high, df = welch_interval(device, baseline, alpha)
-    if relative:
-        scale = abs(float(np.mean(baseline)))
-        diff, low, high = (v / scale if scale else math.nan for v in (diff, low, high))
-    if not np.isfinite([low, high]).all():
-        outcome = INCONCLUSIVE
-    elif -margin < low and high < margin:
-        outcome = PASS
-    elif low > margin or high < -margin:
-        outcome = FAIL
-    else:
-        outcome = INCONCLUSIVE
-    return Equivalence(diff, low, high, float(margin), outcome, df)
+def interval_of(values: np.ndarray, center: str = "median") -> tuple[float, float, str]:
+    """(low, high, kind) of ``values``: their range below :data:`RANGE_BELOW` values,
+    else the 90% interval of their median (BCa bootstrap) or mean (t)."""
+    if values.size < RANGE_BELOW:
+        return float(values.min()), float(values.max()), f"range of {values.size} pairs"
+    if center == "mean":
+        from scipy.special import stdtrit
+
+        half = (
+            float(stdtrit(values.size - 1, 1 - ALPHA)) * values.std(ddof=1) / math.sqrt(values.size)
+        )
+        mean = float(values.mean())
+        return mean - half, mean + half, f"{100 * (1 - 2 * ALPHA):g}% t interval of the mean"
+    from scipy.stats import bootstrap
+
+    res = bootstrap((values,), np.median, confidence_level=1 - 2 * ALPHA, method="BCa",
+                    random_state=np.random.default_rng(0))  # fmt: skip
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        low, high = (float(v) for v in np.percentile(values, [100 * ALPHA, 100 * (1 - ALPHA)]))
+    return low, high, f"{100 * (1 - 2 * ALPHA):g}% bootstrap interval of the median"
 
 
-def margins_for(margins: Margins | None, workload: str) -> dict[str, float]:
-    """``{"metric", "loss"}`` margins of ``workload``: its own entry over ``default``
-    over :data:`FALLBACK_MARGINS`."""
-    found = dict(FALLBACK_MARGINS)
-    for key in ("default", workload):
-        found.update({k: float(v) for k, v in ((margins or {}).get(key) or {}).items()})
-    return found
+# ----------------------------------------------------------------------------- inputs
+
+
+def _losses_by_record(step_losses: pd.DataFrame | None) -> dict[str, np.ndarray]:
+    if step_losses is None or step_losses.empty:
+        return {}
+    frame = step_losses.sort_values(["record", "step"])
+    return {str(rec): g["loss"].to_numpy(float) for rec, g in frame.groupby("record", sort=False)}
+
+
+def _references(references: pd.DataFrame | None, losses: Mapping[str, np.ndarray]) -> dict:
+    """(workload, batch_size, pair key) -> (losses or None, why not, loss dtype)."""
+    out = {}
+    if references is None or references.empty:
+        return out
+    for r in references.to_dict("records"):
+        key = (r["workload"], int(r["batch_size"]), _pair_key(r))
+        values = losses.get(str(r["record"])) if r.get("status") == "ok" else None
+        why = None if values is not None else (r.get("reason") or f"reference {r.get('status')}")
+        out[key] = (values, why, r.get("loss_dtype"))
+    return out
+
+
+def _pair_key(row: Mapping) -> int:
+    seed = row.get("run_seed")
+    return int(seed) if seed is not None and pd.notna(seed) else int(row["rep"])
+
+
+def _known(value):
+    """A record-table value, None where missing (NaN, NA)."""
+    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
+
+
+def _precision(rows: list[dict]) -> str:
+    keys = ("tf32_matmul", "tf32_cudnn", "float32_matmul_precision")
+    found = {
+        precision_of(_known(r.get("autocast_dtype")), {k: _known(r.get(k)) for k in keys})
+        for r in rows
+    }
+    # mixed settings across repeats: judge by the coarsest
+    return max(found, key=lambda p: UNIT_ROUNDOFF[p]) if found else "float32"
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _gross(row: dict, prefix: str, dev: np.ndarray, base: np.ndarray, spread: np.ndarray,
+           g: float, relative: bool) -> str | None:  # fmt: skip
+    """Fill the gross check of ``prefix`` (metric or loss); its text, or None."""
+    ok = np.isfinite(dev) & np.isfinite(base)
+    dev, base, spread = dev[ok], base[ok], spread[np.isfinite(spread)]
+    if dev.size < MIN_PAIRS or spread.size < 2:
+        return None
+    scale = abs(float(np.mean(spread))) if relative else 1.0
+    if scale == 0:
+        return None
+    diffs = (dev - base) / (np.abs(base) if relative else 1.0)
+    margin = g * float(np.std(spread, ddof=1)) / scale
+    low, high, _ = interval_of(diffs, center="mean")
+    row.update({f"final_{prefix}": float(dev.mean()), f"baseline_{prefix}": float(base.mean()), f"{prefix}_diff": float(diffs.mean()),
+                f"{prefix}_low": low, f"{prefix}_high": high, f"{prefix}_margin": margin})  # fmt: skip
+    if margin == 0:
+        return f"{prefix}: the baseline's repeats agree exactly (no seed spread to judge by)"
+    beyond = low > margin or high < -margin
+    row[f"{prefix}_within"] = (
+        False if beyond else (True if -margin <= low and high <= margin else pd.NA)
+    )
+    span = f"[{_signed(low, relative)}, {_signed(high, relative)}]"
+    bound = f"±{compact(100 * margin)}%" if relative else f"±{compact(margin)}"
+    verdict = "beyond: fails" if beyond else "not beyond"
+    return f"{prefix} {span} vs {bound} ({compact(g)} × the baseline's seed SD): {verdict}"
 
 
 def _signed(x: float, relative: bool) -> str:
-    if relative:
-        return f"{'+' if x >= 0 else '−'}{compact(abs(100 * x))}%"
-    return f"{'+' if x >= 0 else '−'}{compact(abs(x))}"
+    value = compact(abs(100 * x)) + "%" if relative else compact(abs(x))
+    return f"{'+' if x >= 0 else '−'}{value}"
 
 
-def check_text(name: str, test: Equivalence, relative: bool) -> str:
-    """ "accuracy: +0.004, 90% interval [−0.01, +0.018] within ±0.03: equivalent"."""
-    margin = f"±{compact(100 * test.margin)}%" if relative else f"±{compact(test.margin)}"
-    what = {
-        PASS: f"within {margin}: equivalent",
-        FAIL: f"beyond {margin}: differs by more than the margin",
-        INCONCLUSIVE: f"neither within nor beyond {margin}: inconclusive",
-    }[test.outcome]
-    span = f"[{_signed(test.low, relative)}, {_signed(test.high, relative)}]"
+def _nanmedian(values: list[float]) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.median(finite)) if finite else np.nan
+
+
+def _drift(row: dict, drifts: list[PairDrift], precision: str, m: float) -> str | None:
+    if not drifts:
+        return None
+    ratios = np.array([d.ratio for d in drifts])
+    low, high, kind = interval_of(ratios)
+    within = high <= 1.0
+    beyond = low > 1.0
+    row.update({
+        "reference_steps": int(np.median([d.steps for d in drifts])), "drift_low": low,
+        "drift_median": float(np.median(ratios)), "drift_high": high,
+        "device_error": _nanmedian([d.device_error for d in drifts]),
+        "baseline_error": _nanmedian([d.baseline_error for d in drifts]),
+        "drift_within": True if within else (False if beyond else pd.NA), "interval": kind,
+    })  # fmt: skip
+    scale = UNIT_ROUNDOFF[precision] / UNIT_ROUNDOFF["float32"]
+    envelope = f"{compact(m)} × " + (f"2^{round(math.log2(scale))} × " if scale > 1 else "")
+    words = "within" if within else "beyond" if beyond else "neither within nor beyond"
     return (
-        f"{name}: {_signed(test.diff, relative)}, {100 * (1 - 2 * ALPHA):g}% interval {span} {what}"
+        f"loss drift against float64 over {row['reference_steps']} steps: device error / "
+        f"({precision} envelope = {envelope}the baseline's float32 error) "
+        f"{compact(low)}–{compact(high)} ({kind}): {words}"
     )
+
+
+def _identical(drifts: list[PairDrift], dev: dict, base: dict, keys: list[int]) -> bool:
+    if drifts and len(drifts) == len(keys):
+        return all(d.bit_identical for d in drifts)
+    same = [
+        dev[k].get("final_metric") == base[k].get("final_metric")
+        and dev[k].get("final_loss") == base[k].get("final_loss")
+        for k in keys
+    ]
+    return bool(same) and all(same)
+
+
+def _row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dict:
+    workload, batch_size, device = key
+    settings, losses, refs = context["settings"], context["losses"], context["references"]
+    precision = _precision(list(dev.values()))
+    m = multiplier_for(precision, settings.drift_multiplier)
+    keys = sorted(set(dev) & set(base))
+    row = {"workload": workload, "device": device, "batch_size": batch_size,
+           "primary_metric": fr.distinct_text(r.get("primary_metric") for r in dev.values()) or None,
+           "precision": precision, "unit_roundoff": UNIT_ROUNDOFF[precision], "pairs": len(keys),
+           "drift_multiplier": m, "drift_within": pd.NA, "metric_within": pd.NA,
+           "loss_within": pd.NA}  # fmt: skip
+    drifts, missing = [], []
+    for k in keys:
+        ref, why, _ = refs.get((workload, batch_size, k), (None, "no float64 reference made", None))
+        d, b = losses.get(str(dev[k].get("record"))), losses.get(str(base[k].get("record")))
+        found = None
+        if d is not None and b is not None and np.array_equal(d, b):
+            found = identical_pair(len(d), precision, m)  # within any envelope: no reference needed
+        elif ref is not None and d is not None and b is not None:
+            found = pair_drift(d, b, ref, precision, m)
+        if found is None:
+            missing.append(why or "fewer than 4 steps with a loss on every side")
+        else:
+            drifts.append(found)
+    dev_rows, base_rows = [dev[k] for k in keys], [base[k] for k in keys]
+
+    def col(rows, name):
+        return np.array([float(r.get(name)) if pd.notna(r.get(name)) else np.nan for r in rows])
+
+    spread = {n: col(base_all, n) for n in ("final_metric", "final_loss")}
+    if not keys or (np.isnan(col(dev_rows, "final_metric")).all()
+                    and np.isnan(col(dev_rows, "final_loss")).all() and not drifts):  # fmt: skip
+        row["parity"], row["rule"] = NOT_COMPARABLE, "no pair with a final metric or loss"
+        return row
+    if _identical(drifts, dev, base, keys):
+        row["parity"] = IDENTICAL
+        row["rule"] = (f"bit-identical to {context['baseline']} in all {fr.plural(len(keys), 'pair')}: "
+                       "proves nothing about the device's numerics")  # fmt: skip
+        return row
+    g = settings.gross_margin_sds
+    checks = [
+        _gross(row, "metric", col(dev_rows, "final_metric"), col(base_rows, "final_metric"),
+               spread["final_metric"], g, False),
+        _gross(row, "loss", col(dev_rows, "final_loss"), col(base_rows, "final_loss"),
+               spread["final_loss"], g, True),
+    ]  # fmt: skip
+    drift_text = _drift(row, drifts, precision, m) if len(drifts) >= MIN_PAIRS else None
+    _outcome(row, keys, drift_text, [c for c in checks if c], missing, context["baseline"])
+    return row
+
+
+def _outcome(row, keys, drift_text, gross, missing, baseline) -> None:
+    head = f"paired with {baseline} by run seed, {fr.plural(len(keys), 'pair')}"
+    parts = [t for t in [drift_text, *gross] if t]
+    body = f"{head}; " + "; ".join(parts) if parts else head
+    gross_fail = row.get("metric_within") is False or row.get("loss_within") is False
+    if len(keys) < MIN_PAIRS:
+        row["parity"] = INSUFFICIENT
+        row["rule"] = f"fewer than {MIN_PAIRS} pairs (ok repeats sharing a run seed): {body}"
+    elif row.get("drift_within") is False or gross_fail:
+        row["parity"], row["rule"] = FAIL, body
+    elif row.get("drift_within") is True:
+        row["parity"], row["rule"] = PASS, body
+    else:
+        why = (
+            "no loss-drift judgement: " + "; ".join(sorted(set(missing)))
+            if drift_text is None
+            else "the pairs' drift ratios straddle the envelope (more repeats narrow it)"
+        )
+        row["parity"], row["rule"] = INSUFFICIENT, f"{why}. {body}"
 
 
 # ----------------------------------------------------------------------------- table
 
 
-def _identical(dev: dict, ref: dict) -> bool:
-    """The device's final metric and loss equal the baseline's in every repeat (by rep)."""
-    base = dict(zip(ref["rep"], zip(ref["metric"], ref["loss"], strict=True), strict=True))
-    for r, m, x in zip(dev["rep"], dev["metric"], dev["loss"], strict=True):
-        if r not in base:
-            return False
-        bm, bx = base[r]
-        same_metric = (np.isnan(m) and np.isnan(bm)) or m == bm
-        same_loss = (np.isnan(x) and np.isnan(bx)) or x == bx
-        if not (same_metric and same_loss):
-            return False
-    return len(dev["rep"]) > 0
-
-
-def _finite(x: np.ndarray) -> np.ndarray:
-    return x[np.isfinite(x)]
-
-
-def _mean(x: np.ndarray) -> float:
-    return float(np.mean(x)) if x.size else np.nan
-
-
-def _std(x: np.ndarray) -> float:
-    return float(np.std(x, ddof=1)) if x.size >= 2 else np.nan
-
-
-def _too_few(base, n_dev: int, n_base: int) -> str:
-    """The rule of a row with too few repeats: each side's count."""
-    return (
-        f"fewer than {MIN_REPEATS} ok repeats with a final metric/loss: device {n_dev}, "
-        f"baseline {base} {n_base}; the equivalence test needs ≥ {MIN_REPEATS} on each side"
-    )
-
-
-def _judge(row: dict, prefix: str, name: str, dev, ref, margin: float, relative: bool):
-    """Fill ``prefix``'s diff/low/high/margin/pass columns; the check's text, outcome."""
-    test = equivalence(dev, ref, margin, relative)
-    row.update({f"{prefix}_diff": test.diff, f"{prefix}_low": test.low,
-                f"{prefix}_high": test.high, f"{prefix}_pass": test.passed})  # fmt: skip
-    return check_text(name, test, relative), test.outcome
-
-
-def _outcome(row: dict, base, checks: list[tuple[str, str]]) -> None:
-    """The row's parity and rule from its checks [(text, outcome)]."""
-    head = (
-        f"equivalence test (two one-sided Welch t-tests, α={compact(ALPHA)} each; "
-        f"{100 * (1 - 2 * ALPHA):g}% Welch interval of the difference of means, device − "
-        f"baseline {base}), "
-        f"n={row['n']} vs {row['baseline_n']}"
-    )
-    outcomes = [o for _, o in checks]
-    texts = "; ".join(t for t, _ in checks)
-    if FAIL in outcomes:
-        row["parity"], row["rule"] = FAIL, f"{head}: {texts}"
-    elif all(o == PASS for o in outcomes):
-        row["parity"], row["rule"] = PASS, f"{head}: {texts}"
-    else:
-        which = ", ".join(t.split(":")[0] for t, o in checks if o == INCONCLUSIVE)
-        row["parity"] = INSUFFICIENT
-        row["rule"] = (
-            f"inconclusive ({which}): not shown equivalent within the margin and not shown "
-            f"to differ by more; more repeats narrow the interval. {head}: {texts}"
-        )
-
-
-def _parity_row(key, dev: dict, ref: dict | None, base, margins: dict[str, float]) -> dict:
-    workload, batch_size, device = key
-    empty = np.empty(0)
-    dm, dl = _finite(dev["metric"]), _finite(dev["loss"])
-    bm = _finite(ref["metric"]) if ref else empty
-    bl = _finite(ref["loss"]) if ref else empty
-    primary = fr.distinct_text(dev["primary"]) or None
-    row = {
-        "workload": workload, "device": device, "batch_size": batch_size,
-        "primary_metric": primary, "n": max(dm.size, dl.size), "baseline_n": max(bm.size, bl.size),
-        "final_metric": _mean(dm), "baseline_metric": _mean(bm), "metric_std": _std(dm),
-        "baseline_metric_std": _std(bm), "metric_margin": margins["metric"], "metric_pass": pd.NA,
-        "final_loss": _mean(dl), "baseline_loss": _mean(bl), "loss_std": _std(dl),
-        "baseline_loss_std": _std(bl), "loss_margin": margins["loss"], "loss_pass": pd.NA,
-    }  # fmt: skip
-    pairs = [(d, b) for d, b in ((dm, bm), (dl, bl)) if d.size and b.size]
-    if not pairs and row["baseline_n"]:
-        row["parity"] = NOT_COMPARABLE
-        row["rule"] = "no final metric or loss on both the device and the baseline"
-    elif ref and _identical(dev, ref):
-        row["parity"] = IDENTICAL
-        row["rule"] = (
-            f"final metric and loss equal {base}'s exactly in all "
-            f"{fr.plural(len(dev['rep']), 'repeat')} (bit-identical: proves nothing about the "
-            "device's numerics)"
-        )
-    elif not pairs or any(min(d.size, b.size) < MIN_REPEATS for d, b in pairs):
-        row["parity"], row["rule"] = INSUFFICIENT, _too_few(base, row["n"], row["baseline_n"])
-    else:
-        checks = []
-        if dm.size and bm.size:
-            checks.append(
-                _judge(row, "metric", primary or "metric", dm, bm, margins["metric"], False)
-            )
-        if dl.size and bl.size:
-            checks.append(_judge(row, "loss", "loss", dl, bl, margins["loss"], True))
-        _outcome(row, base, checks)
-    return row
-
-
 def parity_table(
-    runs: pd.DataFrame, baselines: fr.Baselines, margins: Margins | None = None
+    runs: pd.DataFrame,
+    baselines: fr.Baselines,
+    step_losses: pd.DataFrame | None = None,
+    references: pd.DataFrame | None = None,
+    settings: ParitySettings | None = None,
 ) -> pd.DataFrame:
-    """The ``parity`` table; see the module docstring. ``margins``: the config's
-    ``report.parity_margins`` (default :data:`FALLBACK_MARGINS` for every workload)."""
+    """The ``parity`` table (see the module docstring) from the record tables ``runs``,
+    ``step_losses`` and ``references``; ``settings``: the config's ``report.parity``."""
     runs = fr.prepare_runs(runs)
     ok = fr.ok_rows(runs)
-    metric, loss = fr.num(ok, "final_metric"), fr.num(ok, "final_loss")
-    ok = fr.select(ok, ["workload", "batch_size", "device", "rep"])[metric.notna() | loss.notna()]
     if ok.empty:
         return fr.empty(PARITY_COLUMNS)
-    arrays = {
-        "rep": ok["rep"].to_numpy(), "metric": metric[ok.index].to_numpy(),
-        "loss": loss[ok.index].to_numpy(),
-        "primary": fr.text(runs, "primary_metric")[ok.index].to_numpy(),
-    }  # fmt: skip
-    cells = {
-        key: {name: values[idx] for name, values in arrays.items()}
-        for key, idx in fr.groups(ok, ["workload", "batch_size", "device"]).items()
-    }
+    losses = _losses_by_record(step_losses)
+    context = {"settings": settings or ParitySettings(), "losses": losses,
+               "references": _references(references, losses)}  # fmt: skip
+    cells: dict[tuple, dict[int, dict]] = {}
+    for r in ok.to_dict("records"):
+        cells.setdefault((r["workload"], int(r["batch_size"]), r["device"]), {})[_pair_key(r)] = r
     rows = []
-    for key, dev in cells.items():
-        base = fr.baseline_of(baselines, key[0])
-        if key[2] != base:
-            ref = cells.get((key[0], key[1], base))
-            rows.append(_parity_row(key, dev, ref, base, margins_for(margins, key[0])))
+    for key, dev in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
+        baseline = fr.baseline_of(baselines, key[0])
+        if key[2] == baseline:
+            continue
+        base = cells.get((key[0], key[1], baseline), {})
+        context["baseline"] = baseline
+        rows.append(_row(key, dev, base, list(base.values()), context))
     table = fr.frame(rows, PARITY_COLUMNS)
-    for column in ("metric_pass", "loss_pass"):
+    for column in ("drift_within", "metric_within", "loss_within"):
         table[column] = table[column].astype("boolean")
-    return table.sort_values(["workload", "device", "batch_size"], ignore_index=True)
+    return table.reset_index(drop=True)

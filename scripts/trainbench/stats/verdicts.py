@@ -264,7 +264,12 @@ def _parity_item(rows: list[dict], speed_sizes: list) -> tuple[str, str] | None:
     by_size = {r["batch_size"]: r for r in rows}
     for bs, r in sorted(by_size.items()):
         if r["parity"] == "fail":
-            if _is_false(r["metric_pass"]):
+            if _is_false(r["drift_within"]):
+                what = (
+                    f"its losses drift from float64 {compact(r['drift_low'])}–"
+                    f"{compact(r['drift_high'])}x the {r['precision']} envelope"
+                )
+            elif _is_false(r["metric_within"]):
                 metric = r["primary_metric"] if isinstance(r["primary_metric"], str) else "metric"
                 what = f"{metric} {compact(r['final_metric'])} vs {compact(r['baseline_metric'])}"
             else:

@@ -1,0 +1,96 @@
+"""Loss drift: how far a device's training strays from the same training in float64,
+against how far a correct device of its precision would (the parity test's
+sensitive check; docs/statistics.md, "Parity").
+
+Repeat k of the device and of the baseline start from the same weights and see the
+same batches (they share ``run_seed``), and so does repeat k's float64 reference
+(:mod:`trainbench.reference`). For each of the reference's steps t:
+
+* the device's error  e_D(t) = |L_D(t) − L_R(t)| / |L_R(t)|,
+* the baseline's error e_B(t) = max(|L_B(t) − L_R(t)| / |L_R(t)|, u_fp32) — how far the
+  baseline's float32 arithmetic strays on this workload at this step (never below
+  float32's own rounding of the loss, u_fp32 = 2⁻²⁴);
+* the envelope of a correct device of precision p: m_p × (u_p / u_fp32) × e_B(t), where
+  u_p is p's unit roundoff (:data:`trainbench.precision.UNIT_ROUNDOFF`: bf16 2⁻⁸, TF32
+  and fp16 2⁻¹¹) — to first order a rounding error propagates linearly, so an
+  arithmetic k times coarser strays k times further — and m_p the allowance for
+  correct kernels of that precision doing other arithmetic than the baseline's
+  (another algorithm, another reduction order).
+
+This is how PyTorch's own accuracy checks judge a compiled result against an eager one
+(``torch._dynamo.utils.same(..., fp64_ref=...)``: the result's error against a float64
+reference may be at most a multiple of the eager result's), with the precision's
+scale added because a device may run coarser arithmetic than the baseline.
+
+A pair's **drift ratio** is the median over the steps of e_D(t) / envelope(t): ≤ 1 is
+within what correct arithmetic of the device's precision would do. The median keeps a
+single step where the baseline happens to land on the reference's value from deciding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..precision import UNIT_ROUNDOFF
+
+FLOOR = UNIT_ROUNDOFF["float32"]
+MIN_STEPS = 4  # fewer common steps: no drift ratio
+# m_p defaults (report.parity.drift_multiplier): measured by benchmarks/parity_power.py
+# (docs/statistics.md, "Parity"): correct float32 kernels other than the baseline's
+# (oneDNN's AVX2 convolutions against its AVX-512 ones) strayed up to ~12x the
+# baseline's error in median, a 1% error on a quarter of the matmul tiles thousands of
+# times; bf16 autocast on the CPU stayed below 0.15x its scaled envelope.
+DEFAULT_MULTIPLIERS = {"float32": 100.0, "reduced": 4.0}
+
+
+def multiplier_for(precision: str, multipliers: dict[str, float] | None = None) -> float:
+    found = {**DEFAULT_MULTIPLIERS, **(multipliers or {})}
+    return float(found["float32" if precision in ("float32", "float64") else "reduced"])
+
+
+@dataclass(frozen=True)
+class PairDrift:
+    steps: int
+    ratio: float  # median over steps of e_D / envelope (the envelope has m_p in it)
+    device_error: float  # median over steps of e_D
+    baseline_error: float  # median over steps of e_B (floored)
+    bit_identical: bool  # the device's losses equal the baseline's at every step
+
+
+def pair_drift(
+    device: Sequence[float],
+    baseline: Sequence[float],
+    reference: Sequence[float],
+    precision: str,
+    multiplier: float,
+) -> PairDrift | None:
+    """The drift of one pair (see the module docstring); None with fewer than
+    :data:`MIN_STEPS` common steps or a reference loss of zero."""
+    n = min(len(device), len(baseline), len(reference))
+    if n < MIN_STEPS:
+        return None
+    d, b, r = (np.asarray(x[:n], dtype=float) for x in (device, baseline, reference))
+    if not np.all(np.isfinite(r)) or np.any(r == 0):
+        return None
+    e_d = np.abs(d - r) / np.abs(r)
+    e_b = np.maximum(np.abs(b - r) / np.abs(r), FLOOR)
+    scale = UNIT_ROUNDOFF.get(precision, UNIT_ROUNDOFF["float32"]) / FLOOR
+    envelope = multiplier * max(scale, 1.0) * e_b
+    ratios = np.where(np.isfinite(e_d), e_d / envelope, np.inf)
+    return PairDrift(
+        steps=int(n),
+        ratio=float(np.median(ratios)),
+        device_error=float(np.median(e_d)),
+        baseline_error=float(np.median(e_b)),
+        bit_identical=bool(np.array_equal(d, b)),
+    )
+
+
+def identical_pair(steps: int, precision: str, multiplier: float) -> PairDrift:
+    """A pair whose losses are bit-identical: e_D = e_B at every step, so its ratio is
+    1 / (m x scale) whatever the reference (none is made for it)."""
+    scale = max(UNIT_ROUNDOFF.get(precision, FLOOR) / FLOOR, 1.0)
+    return PairDrift(int(steps), 1.0 / (multiplier * scale), np.nan, np.nan, True)
