@@ -8,6 +8,9 @@ rule prepare_data:
     priority: TOP_PRIORITY + 1
     conda:
         "../envs/trainbench.yaml"
+    # Never beside a timed cell: building another workload's data would disturb it.
+    resources:
+        timed_slot=timed_slots,
     params:
         settings=data_settings,
         seed=config["seed"],
