@@ -21,7 +21,7 @@ DEFAULTS = {
     "min_energy_seconds": 1.0,
     "extend_short_windows": True,
     "max_extension_seconds": 30.0,
-    "steady_state": {"detect": True, "penalty": 3.0, "equivalence": 0.02, "max_bins": 150},
+    "steady_state": {"detect": True, "penalty": 3.0, "equivalence": 0.05, "max_bins": 150},
 }
 
 
