@@ -66,7 +66,7 @@ class SteadyState:
     start_step: int  # first step of the measurement window (0-based, over the whole run)
     detected_step: int | None  # start of the last segment; None when not detected
     classification: str
-    segments: list[dict] = field(default_factory=list)  # start, end (exclusive), medians
+    segments: list[dict] = field(default_factory=list)  # start, end (excl.), median_s, level_s
     method: str = ""
 
     def as_dict(self) -> dict:
