@@ -49,7 +49,7 @@ def _suite(args: argparse.Namespace) -> dict:
     return {
         "name": "steady-series",
         "device": args.device,
-        "device_settings": {},
+        "device_settings": {"threads": args.threads} if args.threads else {},
         "rounds": 1,
         "cases": {
             args.workload: {
@@ -80,6 +80,7 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--steps-per-epoch", type=int, default=200)
     parser.add_argument("--warmup-steps", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="CPU: torch threads")
     parser.add_argument("--hog-after", type=float, default=None, help="seconds into training")
     parser.add_argument("--expected", choices=CLASSES, help="fill in after looking at the series")
     parser.add_argument("--why", default="", help="what in the series makes it that class")
