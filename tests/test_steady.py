@@ -229,7 +229,9 @@ def test_a_recorded_series_gets_the_class_a_person_gave_it(path):
     for key in ("expected", "why", "seconds", "warmup_steps", "recorded"):
         assert key in case, f"{path.name}: `{key}` is missing (see tests/data/steady/README.md)"
     result = detect_steady_state(case["seconds"], case["warmup_steps"], case["min_steps"])
-    assert result.classification == case["expected"], (path.name, case["why"], result.segments)
+    expected = case["expected"]  # a class, or the classes of two readings a person found
+    allowed = [expected] if isinstance(expected, str) else expected
+    assert result.classification in allowed, (path.name, case["why"], result.segments)
     if "start_step" in case:  # where a person saw the steady state begin, +- a few steps
         low, high = case["start_step"]
         assert low <= result.start_step <= high, (path.name, result.start_step)

@@ -20,9 +20,9 @@ assumes independent steps sees changes everywhere. Here:
    noise variance x log(blocks);
 4. neighbouring segments are merged unless their levels differ by more than the
    practical threshold log(1 + ``equivalence``) plus three standard errors of the
-   difference; a segment too short to be a steady state that returns to the level
-   around it (or ends the run) is folded back in when it moves that level by less
-   than half the threshold;
+   difference; a segment too short to be a steady state between two equivalent
+   levels is folded back in when it moves their level by less than the threshold
+   (less than half of it when it ends the run);
 5. the window starts at the later of warmup_steps and the last segment (refined to
    the step); the run never settled when that segment is too short, or when the
    window's first and last thirds differ by more than the same margin.
@@ -176,31 +176,33 @@ def _merge(ends: list[int], blocks: _Blocks, noise: float, threshold: float) -> 
 
 
 def _absorb(ends: list[int], blocks: _Blocks, noise: float, threshold: float, short: int):
-    """Fold excursions back into the steady level they leave and return to. An
-    excursion: a segment of fewer than ``short`` steps (too short to be a steady
-    state itself) that is either the last segment, or lies between two segments
-    equivalent to each other; folded in when including it moves the level of its
-    surroundings by less than ``threshold`` (a burst of slow steps, not a change of
-    steady state). The one that moves it least goes first; then neighbours are
-    merged again. The first segment is never an excursion: it is a warm-up."""
+    """Fold excursions back into the steady level around them. An excursion: a
+    segment of fewer than ``short`` steps (too short to be a steady state itself)
+    that lies between two segments equivalent to each other (the run went back to
+    its level), folded in when including it moves that level by less than
+    ``threshold``; or the last segment, folded into the one before when it moves its
+    level by less than half of ``threshold`` (nothing after it shows the run went
+    back). Bursts of slow steps, not changes of steady state. The one that moves its
+    level least goes first; then neighbours are merged again. The first segment is
+    never an excursion: it is a warm-up."""
     ends = _merge(ends, blocks, noise, threshold)
     while len(ends) > 1:
         segs = blocks.segments(ends)
-        moves = {}
+        moves = {}  # excursion -> how much it moves its level, as a share of its allowance
         for i in range(1, len(segs)):
             if blocks.steps(*segs[i]) >= short:
                 continue
             if i == len(segs) - 1:
-                around = [segs[i - 1]]
+                around, allowance = [segs[i - 1]], threshold / 2
             else:
                 left, right = segs[i - 1], segs[i + 1]
                 gap = abs(blocks.level(*left) - blocks.level(*right))
                 if gap > _margin(blocks.steps(*left), blocks.steps(*right), noise, threshold):
                     continue
-                around = [left, right]
+                around, allowance = [left, right], threshold
             without = _pooled(blocks, around)
-            moves[i] = abs(_pooled(blocks, [*around, segs[i]]) - without)
-        if not moves or min(moves.values()) >= threshold / 2:
+            moves[i] = abs(_pooled(blocks, [*around, segs[i]]) - without) / allowance
+        if not moves or min(moves.values()) >= 1:
             return ends
         i = min(moves, key=moves.get)
         del ends[i - 1 : i if i == len(segs) - 1 else i + 1]
@@ -313,7 +315,8 @@ def _method(penalty: float, equivalence: float, max_bins: int) -> str:
         f"kernel), penalty {penalty:g} x block noise variance x log(blocks); segments "
         f"merged unless levels differ by more than {100 * equivalence:g}% + {Z:g} "
         f"standard errors; excursions shorter than the steady minimum folded back when "
-        f"they move the level by < {100 * equivalence / 2:g}%; window = later of "
+        f"they move the level by < {100 * equivalence:g}% (< {100 * equivalence / 2:g}% at "
+        f"the end of the run); window = later of "
         f"warmup_steps and the last segment (to the step); no steady state if that "
         f"segment holds < min_steps or < {100 * MIN_STEADY_SHARE:g}% of the run, or the "
         f"window's first and last thirds differ by more than the same margin"
