@@ -84,3 +84,24 @@ def test_a_short_energy_window_also_asks_for_steps():
     assert extension_steps_needed(window, None, protocol) is None
     steps, reason = extension_steps_needed(window, 0.5, protocol)
     assert steps == pytest.approx((1.2 - 0.5) / 0.01, abs=1) and "energy window" in reason
+
+
+def test_a_run_without_a_steady_state_gets_one_more_region():
+    """Slow steps into the last sixth of the run (a warm-up that ended late): no steady
+    state at the end of the epochs; one extension region later the run has one."""
+    parts, calls = _parts(40), [0]
+    loss_fn = parts.loss_fn
+
+    def late_warmup(model, batch):
+        calls[0] += 1
+        time.sleep(0.012 if calls[0] <= 68 else 0.004)
+        return loss_fn(model, batch)
+
+    parts.loss_fn = late_warmup
+    spec = _spec(40, epochs=2, warmup=1)
+    spec["timing"] = {"max_eval_passes": 3, "min_timed_seconds": 0.05, "min_timed_steps": 10}
+    result = run_training(parts, _context(spec, FakeDevice()))
+    assert "no steady state in 80 steps" in result["extension"]["reason"]
+    assert result["extension"]["regions"] == 1 and result["extension"]["steps"] >= 40
+    assert result["steady_state"]["classification"] == "warmup"
+    assert result["steady_state"]["start_step"] == pytest.approx(68, abs=5)

@@ -11,7 +11,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from .steady import detect_steady_state, dispersion, fixed_warmup, tukey_outliers
+from .steady import (
+    NO_STEADY_STATE,
+    detect_steady_state,
+    dispersion,
+    fixed_warmup,
+    tukey_outliers,
+)
 
 DEFAULTS = {
     "min_timed_seconds": 1.0,
@@ -121,12 +127,15 @@ def extension_steps_needed(
     energy_seconds: float | None,
     protocol: TimingProtocol,
     budget_seconds: float = math.inf,
+    retry_unsteady: bool = False,
 ) -> tuple[int, str] | None:
     """How many more timed steps a run needs for its training window (and, when energy
     is measured, ``energy_seconds`` of timed training regions) to pass the protocol's
     minimums with :data:`EXTENSION_MARGIN`, and why; None when both pass or no
-    ``budget_seconds`` are left. Steps are counted at the window's median step time,
-    and no more than fit in the budget (at least one)."""
+    ``budget_seconds`` are left. ``retry_unsteady``: a run with no steady state also
+    gets one more region of half its steps so far (a warm-up that ended late settles;
+    a real drift does not). Steps are counted at the window's median step time, and no
+    more than fit in the budget (at least one)."""
     if budget_seconds <= 0:
         return None
     timed, latency = window["timed"], window["step_latency_s"]
@@ -143,6 +152,11 @@ def extension_steps_needed(
         seconds = protocol.min_energy_seconds * EXTENSION_MARGIN - energy_seconds
         needs.append(max(math.ceil(seconds / step), 1))
         reasons.append(f"energy window {energy_seconds:.3g} s < {protocol.min_energy_seconds:g} s")
+    steady = window.get("steady_state") or {}
+    if retry_unsteady and steady.get("classification") == NO_STEADY_STATE:
+        total = int(timed["steps"]) + int(window["warmup"]["steps"])
+        needs.append(max(total // 2, protocol.min_timed_steps))
+        reasons.append(f"no steady state in {total} steps")
     if not needs:
         return None
     affordable = (

@@ -353,21 +353,28 @@ class TrainingLoop:
         The steps continue training the final model on the training loader, in timed
         regions like an epoch's, with no evaluation and no learning-rate step; the
         task's metrics and losses come from the configured epochs only. At most
-        ``timing.max_extension_seconds`` of steps (docs/statistics.md §1)."""
+        ``timing.max_extension_seconds`` of steps (docs/statistics.md §1). A run with no
+        steady state gets one region more, once."""
         if not self.protocol.extend_short_windows or self.reference:
             return
-        spent, budget = 0.0, self.protocol.max_extension_seconds
+        spent, budget, retried = 0.0, self.protocol.max_extension_seconds, False
         self.scheduler_steps = False
         self.parts.model.train()
         batches = self._endless_batches()
         for _ in range(MAX_EXTENSION_REGIONS):
             need = extension_steps_needed(
-                self._window(), self.energy.measured_seconds(TRAIN), self.protocol, budget - spent
+                self._window(),
+                self.energy.measured_seconds(TRAIN),
+                self.protocol,
+                budget - spent,
+                retry_unsteady=not retried,
             )
             if need is None:
                 break
             steps, reason = need
-            self.extension_reason = self.extension_reason or reason
+            retried = retried or "no steady state" in reason
+            if reason not in (self.extension_reason or ""):
+                self.extension_reason = "; ".join(filter(None, [self.extension_reason, reason]))
             label = len(self.step_seconds) + len(self.extension_seconds) + 1
             _, _, seconds = self._train_steps(label, steps, batches)
             self.extension_seconds.append(seconds)
