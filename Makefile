@@ -4,6 +4,8 @@
 #   make test     add the test tools to .venv and run the fast test suite (starts no daemon)
 # More: make test-slow (every real-process test), make test-cluster (a real single-node
 # Slurm: installs and starts daemons, root only), make lint, make rerun-failed.
+# A machine without network: make wheelhouse where the network is, then make
+# offline-setup there (docs/offline-install.md).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,8 +15,11 @@ SLURM := $(VENV)/.trainbench-slurm
 PYTEST_ARGS ?=
 # Extra Snakemake arguments for report and rerun-failed, e.g. SNAKEMAKE_ARGS=--dry-run
 SNAKEMAKE_ARGS ?=
+# The offline install's folder of wheels (git-ignored).
+WHEELHOUSE ?= .whl
 
-.PHONY: setup report test test-slow test-cluster lint clean rerun-failed gpu-evidence evidence-check
+.PHONY: setup report test test-slow test-cluster lint clean rerun-failed gpu-evidence evidence-check \
+	wheelhouse offline-setup
 
 # The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
 $(RUNTIME): pyproject.toml
@@ -77,6 +82,29 @@ gpu-evidence: $(RUNTIME)
 # README's evidence block does not say exactly that.
 evidence-check: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py check --readme README.md
+
+# Offline install, step 1, where the network is (docs/offline-install.md): the wheels
+# that a machine without network lacks for the pins (runtime + bench), into $(WHEELHOUSE)
+# with manifest.json. TARGET_PYTHON=3.12 (required); TARGET_FREEZE=that machine's
+# `python3 -m pip freeze`; KEEP_TARGET="numpy scipy" uses its own versions of those;
+# WHEELHOUSE_MIB=62 fails when larger; PIP_PYTHON=a python of the target's version.
+wheelhouse:
+	@test -n "$(TARGET_PYTHON)" || { echo "wheelhouse: set TARGET_PYTHON, e.g. make wheelhouse TARGET_PYTHON=3.12 TARGET_FREEZE=target-freeze.txt"; exit 2; }
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/offline_install.py wheelhouse \
+		--python-version $(TARGET_PYTHON) --dest $(WHEELHOUSE) \
+		$(if $(TARGET_FREEZE),--target-freeze $(TARGET_FREEZE)) \
+		$(if $(KEEP_TARGET),--keep-target $(KEEP_TARGET)) \
+		$(if $(WHEELHOUSE_MIB),--max-mib $(WHEELHOUSE_MIB)) \
+		$(if $(PIP_PYTHON),--pip-python $(PIP_PYTHON))
+
+# Offline install, step 2, on that machine, no network: $(VENV) over its $(PYTHON), whose
+# torch and CUDA stack are used; the wheelhouse with --no-index; checked; the runtime
+# marker written so `make report` runs without reinstalling. ALLOW_TORCH=1 accepts a
+# torch outside the supported range; RECREATE=1 replaces a $(VENV) it did not make.
+# Cheap to repeat (reuses a current $(VENV)).
+offline-setup:
+	$(PYTHON) scripts/offline_install.py install --wheelhouse $(WHEELHOUSE) --venv $(VENV) \
+		$(if $(ALLOW_TORCH),--allow-torch) $(if $(RECREATE),--recreate)
 
 # Rerun exactly the failed cells (all devices, or DEVICE=mps; INCLUDE_UNAVAILABLE=1 adds
 # the unavailable ones) and rebuild what depends on them; cells no longer in the
