@@ -17,6 +17,10 @@ TRACKED_PACKAGES = (
     "tokenizers",
     "faiss-cpu",
     "scikit-learn",
+    "scipy",
+    "pandas",
+    "ruptures",  # the steady-state detection's change points
+    "psutil",  # other processes' CPU time (disturbed)
     "snakemake",
     "nvidia-ml-py",  # the energy tracker's NVML reader
     "zeus-apple-silicon",  # its IOReport reader on Apple Silicon (extra `apple`)
