@@ -135,7 +135,11 @@ def test_compiled_cell_compiles_the_step_in_warmup_and_evaluates_eager(cnn_cell,
     assert compile_facts["mode"] == "default"
     assert compile_facts["evaluation"] == "eager module"
     assert compile_facts["errors_suppressed"] is False
-    assert result["warmup"]["steps"] == 3 and result["warmup"]["first_step_seconds"] > 0
+    # The configured 3 steps are the least warm-up: the steady-state test may find more
+    # (a loaded machine compiles slowly), never fewer.
+    warmup = result["warmup"]
+    assert warmup["configured_steps"] == 3 and warmup["steps"] >= 3
+    assert warmup["first_step_seconds"] > 0
     assert result["timed"]["steps"] > 0 and result["task"]["final"] is not None
 
 

@@ -75,7 +75,7 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/recover.py",
     "scripts/trainbench/tree.py",
     "scripts/trainbench/evidence.py",
-    "scripts/trainbench/offline.py",
+    "scripts/trainbench/offline/*",
 )
 # What a rendered run keeps besides its records (paths relative to the results folder).
 RENDERED = ("report.md", "reports/*.md", "tables/*.csv", "tables/*.md", "figures/*.png")
