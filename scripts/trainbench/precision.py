@@ -10,14 +10,20 @@ dtype, which is float32 in every cell and float64 while a reference runs.
 The parity test (``docs/statistics.md``, "Parity") scales what a correct device may
 differ by with the unit roundoff of the arithmetic it ran: :func:`precision_of`
 reads that from a record's settings in force.
+
+torch is imported by the functions that use it, not by the module: the statistics
+layer reads :data:`UNIT_ROUNDOFF` and :func:`precision_of` and never needs torch
+(a second of start-up on a small machine).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 # Unit roundoff u = 2^-p of each arithmetic (p = significand bits, the implicit one
 # included): the largest relative error of one rounding. TF32 keeps fp32's exponent
@@ -34,12 +40,16 @@ UNIT_ROUNDOFF = {
 def upcast(x: torch.Tensor) -> torch.Tensor:
     """``x`` in at least the default floating dtype (float32 in a cell, float64 in a
     reference run): what ``x.float()`` means in a workload, without lowering float64."""
+    import torch
+
     return x.to(torch.promote_types(x.dtype, torch.get_default_dtype()))
 
 
 @contextlib.contextmanager
 def default_dtype(dtype: torch.dtype) -> Iterator[None]:
     """Tensors created without a dtype (and :func:`upcast`) use ``dtype`` inside."""
+    import torch
+
     before = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -51,6 +61,8 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
 def cast_floats(batch: Mapping, dtype: torch.dtype) -> dict:
     """A batch with every floating tensor in ``dtype`` (ids, masks and labels of
     integer type untouched)."""
+    import torch
+
     return {
         k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
         for k, v in batch.items()
@@ -60,6 +72,8 @@ def cast_floats(batch: Mapping, dtype: torch.dtype) -> dict:
 def matmul_facts(backend: str) -> dict:
     """The float32 matmul/convolution settings in force (settings in force of every
     cell): TF32 is PyTorch's default for cuDNN convolutions on NVIDIA GPUs."""
+    import torch
+
     facts = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
     if backend == "cuda":
         facts["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
