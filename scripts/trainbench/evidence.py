@@ -55,7 +55,8 @@ MEASUREMENT_CODE = (
 )
 # Files under those patterns that only read records (tables, statistics, figures,
 # reports), check configs before any job, or package evidence: changing them never
-# changes a measurement, and ``render`` remakes their output from the records.
+# changes a measurement, and ``render`` remakes their output from the records. The
+# parity-power study (bench/parity_*) is a CPU benchmark no evidence folder holds.
 ANALYSIS_ONLY = (
     "scripts/trainbench/stats/*",
     "scripts/trainbench/figures/*",
@@ -76,6 +77,7 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/tree.py",
     "scripts/trainbench/evidence.py",
     "scripts/trainbench/offline/*",
+    "scripts/trainbench/bench/parity_*",
 )
 # What a rendered run keeps besides its records (paths relative to the results folder).
 RENDERED = ("report.md", "reports/*.md", "tables/*.csv", "tables/*.md", "figures/*.png")
