@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -203,6 +204,17 @@ def shown_result(page, filename: str):
     return page.locator(f"iframe[src*='filename={filename};'], img[src*='filename={filename};']")
 
 
+def newly_shown(page, candidates: list[str]) -> str:
+    """Which of ``candidates`` the last click shows (waiting up to 10 s for it)."""
+    deadline = time.monotonic() + 10
+    while True:
+        shown = [name for name in candidates if shown_result(page, name).count()]
+        if len(shown) == 1 or time.monotonic() > deadline:
+            assert len(shown) == 1, f"shown of {candidates}: {shown}"
+            return shown[0]
+        page.wait_for_timeout(100)
+
+
 def check_embedded_page(page: Watched, results: Path, name: str, tmp_path: Path) -> None:
     """A report page as `snakemake --report` shows it: in an iframe of a data URI, where
     anchors work but links to the run's files cannot be followed (the results/html test
@@ -234,14 +246,13 @@ def test_snakemake_report_in_a_browser(browser, workflow, tmp_path):
         seen = set()
         for index in range(eyes.count()):
             eyes.nth(index).click()
-            names = [Path(p).name for p in paths if shown_result(page.page, Path(p).name).count()]
-            assert len(names) == 1, (category, index, names)
-            seen.add(names[0])
-            if names[0].endswith(".html"):
-                check_embedded_page(page, workflow / "results", Path(names[0]).stem, tmp_path)
+            name = newly_shown(page.page, [Path(p).name for p in paths if Path(p).name not in seen])
+            seen.add(name)
+            if name.endswith(".html"):
+                check_embedded_page(page, workflow / "results", Path(name).stem, tmp_path)
             else:
-                figure = shown_result(page.page, names[0])
-                assert figure.evaluate("e => e.complete && e.naturalWidth > 0"), names[0]
+                figure = shown_result(page.page, name)
+                assert figure.evaluate("e => e.complete && e.naturalWidth > 0"), name
         assert seen == {Path(p).name for p in paths}, category
         page.page.get_by_role("link", name="Results", exact=True).click()
 
