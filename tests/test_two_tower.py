@@ -628,6 +628,7 @@ def test_cpu_cell_through_the_launcher(tmp_path):
     assert result["verification"]["all_on_device"] is True
 
 
+@pytest.mark.cpu_autocast("bfloat16", "LSTM")
 def test_bf16_autocast_learns_as_well_as_float32(tmp_path):
     """A tiny two_tower trained in process twice from the same seed, in float32 and under
     CPU bf16 autocast: with the similarities and the loss in float32, bf16 reaches about

@@ -18,7 +18,6 @@ import copy
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +51,12 @@ def _linux_flags(cpuinfo: Path) -> set[str]:
     return set()
 
 
-def _macos_flags(run: Callable[..., Any] = subprocess.run) -> set[str]:
+def _macos_flags() -> set[str]:
     """``sysctl hw.optional`` lines ``hw.optional.arm.FEAT_BF16: 1``: the names set to 1."""
     try:
-        out = run(["sysctl", "hw.optional"], capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(
+            ["sysctl", "hw.optional"], capture_output=True, text=True, timeout=5
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return set()
     flags = set()
