@@ -118,6 +118,9 @@ def test_probe_leaves_the_model_untouched():
     assert model.weight.grad is None and torch.equal(model.weight, before)
 
 
+@pytest.mark.skipif(
+    "avx2" not in cf.cpu_flags()[0], reason="ONEDNN_MAX_CPU_ISA=AVX2 needs an x86 CPU with AVX2"
+)
 def test_onednn_capped_at_avx2_cannot_run_a_bf16_lstm():
     """The real kernel, not a flag table: with oneDNN capped at AVX2 (no bf16
     instructions) the bf16 LSTM has no primitive and the probe says so; a Linear runs.
@@ -171,3 +174,27 @@ def test_a_cell_whose_kernel_fails_is_unavailable_not_a_crash(tmp_path, monkeypa
 def test_the_marker_runs_a_test_whose_kernels_exist():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.nn.Linear(8, 8)(torch.randn(2, 8)).dtype == torch.bfloat16
+
+
+def test_a_precision_unavailable_device_is_one_attention_row():
+    """Every cell of a CPU that lacks the kernel carries the same one-line reason, so
+    the report lists the device once, not once per cell."""
+    from stats_helpers import frame, run
+    from trainbench.stats.overview import attention_table
+
+    reason = (
+        "CPU autocast bfloat16 unavailable: LSTM fails under it (could not create a "
+        "primitive descriptor for the LSTM forward propagation primitive); instruction set "
+        "AVX2 (torch); flags avx2"
+    )
+    rows = [run("image_cnn", "cpu", 8, r) for r in range(3)]
+    rows += [
+        run("two_tower", "cpu", bs, r, status="unavailable", reason=reason)
+        for bs in (32, 64)
+        for r in range(3)
+    ]
+    table = attention_table(frame(rows))
+    assert len(table) == 1
+    (row,) = table.to_dict("records")
+    assert (row["status"], row["device"], row["workload"]) == ("unavailable", "cpu", "two_tower")
+    assert row["detail"] == reason and row["cells"] == 6 and row["batch_sizes"] == "32, 64"
