@@ -28,39 +28,19 @@ BANNED_PHRASES: tuple[str, ...] = (
 
 # Every name belongs to a spelling pair and both members are ordinary base names, so a
 # variant spelling alone (Smyth, Katherine) says nothing: only the comparison does.
+# Four pairs each: a few name tokens, each seen often, so that "both spellings of one
+# pair occur" is a pattern a small model trained from scratch can meet many times.
 FIRST_NAME_PAIRS = (
     ("Jon", "John"),
     ("Catherine", "Katherine"),
     ("Steven", "Stephen"),
     ("Sara", "Sarah"),
-    ("Ann", "Anne"),
-    ("Geoffrey", "Jeffrey"),
-    ("Philip", "Phillip"),
-    ("Eric", "Erik"),
-    ("Carl", "Karl"),
-    ("Teresa", "Theresa"),
-    ("Alan", "Allan"),
-    ("Marc", "Mark"),
-    ("Rachel", "Rachael"),
-    ("Brian", "Bryan"),
-    ("Isabel", "Isobel"),
-    ("Lindsay", "Lindsey"),
 )
 SURNAME_PAIRS = (
     ("Smith", "Smyth"),
     ("Reid", "Reed"),
     ("Thompson", "Thomson"),
     ("Clark", "Clarke"),
-    ("Anderson", "Andersen"),
-    ("Stewart", "Stuart"),
-    ("Myers", "Meyers"),
-    ("Gray", "Grey"),
-    ("Hanson", "Hansen"),
-    ("Peterson", "Petersen"),
-    ("Mathews", "Matthews"),
-    ("Lowe", "Low"),
-    ("Nielsen", "Nilsen"),
-    ("Fischer", "Fisher"),
 )
 
 
@@ -71,8 +51,6 @@ def _variant_map(pairs) -> dict[str, str]:
     return out
 
 
-FIRST_NAME_PAIRS = FIRST_NAME_PAIRS[:4]
-SURNAME_PAIRS = SURNAME_PAIRS[:4]
 FIRST_NAME_VARIANT = _variant_map(FIRST_NAME_PAIRS)
 SURNAME_VARIANT = _variant_map(SURNAME_PAIRS)
 FIRST_NAMES = sorted(FIRST_NAME_VARIANT)
@@ -249,18 +227,6 @@ QUALITY_SLOTS = (
         ("the best in the nation", "second to none"),
         ("well equipped", "a regional partner", "the natural home", "an experienced host"),
     ),
-)
-FILLERS = (
-    "Partners have committed staff time.",
-    "Data will be stored in an open repository.",
-    "An advisory board will review progress.",
-    "Results will be shared in plain-language briefs.",
-    "The budget prioritizes local hiring.",
-    "Community members helped shape the questions.",
-    "Each risk has a mitigation plan.",
-    "Students will gain paid research experience.",
-    "Ethical review has been requested.",
-    "A midpoint review will decide on expansion.",
 )
 MONTHS = (
     "January",

@@ -17,7 +17,6 @@ from .dataset import CONFIG_KEY, TextDataset
 from .proposal_vocabulary import (
     CROSSWALK_OPENERS,
     CROSSWALK_REFS,
-    FILLERS,
     FIRST_NAME_VARIANT,
     FIRST_NAMES,
     HONORIFICS,
@@ -78,8 +77,8 @@ def _title(rng: np.random.Generator, subject: _Subject) -> str:
 
 
 def _investigator_mentions(rng: np.random.Generator, inconsistent: bool) -> list[str]:
-    """The principal investigator as written at each of 2-3 mentions; if ``inconsistent``,
-    one later mention (never the first) spells the first name or the surname differently."""
+    """The principal investigator as written at each of the two mentions; if
+    ``inconsistent``, the second spells the first name or the surname the other way."""
     first, last = _pick(rng, FIRST_NAMES), _pick(rng, SURNAMES)
     n_mentions = _MENTIONS
     names = [(first, last)] * n_mentions
@@ -110,7 +109,7 @@ def _objective_numbering(rng: np.random.Generator, wrong_reference: bool) -> tup
 
     A wrong reference is one past the list: either the list stops one short of an
     objective the crosswalk cites, or the crosswalk cites one past the list. Half each
-    (forced at the ends of the 2..6 range) keeps both the list length and the largest
+    (forced at the ends of the 2..4 range) keeps both the list length and the largest
     cited number weak cues on their own; only comparing them gives the label.
     """
     full = int(rng.integers(2, _MAX_OBJECTIVE + 1))
@@ -203,8 +202,7 @@ def _quality_sentence(rng: np.random.Generator, subject: _Subject, banned: bool)
 
 @dataclass(frozen=True)
 class _Layout:
-    """Every sentence of one proposal and where the optional filler and the quality
-    sentence go."""
+    """Every sentence of one proposal and where the quality sentence goes."""
 
     title: str
     intro: str
@@ -213,13 +211,12 @@ class _Layout:
     crosswalk: str
     timeline: list[str]
     quality: str
-    fillers: list[str]
     quality_early: bool
     closing_order: np.ndarray  # a permutation of the closing paragraph's sentences
 
     def render(self) -> str:
         head = [self.intro] + ([self.quality] if self.quality_early else [])
-        tail = self.mentions + self.fillers + ([] if self.quality_early else [self.quality])
+        tail = self.mentions + ([] if self.quality_early else [self.quality])
         tail = [tail[i] for i in self.closing_order]
         return "\n".join(
             [
@@ -243,10 +240,8 @@ def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
     crosswalk = _crosswalk(rng, refs)
     timeline = _timeline_sentences(rng, flags["date_inconsistency"])
     quality = _quality_sentence(rng, subject, flags["banned_phrases"])
-    n_fill = 0
-    fillers = [FILLERS[k] for k in rng.permutation(len(FILLERS))[:n_fill]]
     quality_early = bool(rng.random() < 0.5)
-    n_closing = len(mentions) + n_fill + (0 if quality_early else 1)
+    n_closing = len(mentions) + (0 if quality_early else 1)
     layout = _Layout(
         title=title,
         intro=intro,
@@ -255,7 +250,6 @@ def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
         crosswalk=crosswalk,
         timeline=timeline,
         quality=quality,
-        fillers=fillers,
         quality_early=quality_early,
         closing_order=rng.permutation(n_closing),
     )
