@@ -23,7 +23,7 @@ def config_layers():
     for name in files:
         with open(name) as fh:
             layers.append((name, yaml.safe_load(fh)))
-    layers.append(("--config", workflow.config_settings.overwrite_config))
+    layers.append(("--config", dict(workflow.config_settings.config)))
     return layers
 
 
