@@ -411,7 +411,7 @@ def test_more_threads_than_cores_can_be_allowed_for_bigger_cluster_nodes(schema_
 
 
 def test_config_files_name_the_yaml_error_line(tmp_path):
-    from trainbench.config_checks import config_file_problems
+    from trainbench.config_files import config_file_problems
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("seed: 0\nrepeats: [1\nworkloads: {}\n")
