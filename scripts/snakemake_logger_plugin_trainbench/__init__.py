@@ -68,9 +68,12 @@ class LogHandler(LogHandlerBase):
         text = self.formatter_.format(record)
         if record.levelno < logging.ERROR:
             return text
-        from trainbench.config_files import refusal_lines
+        try:
+            from trainbench.config_files import refusal_lines
 
-        lines = refusal_lines(text, sys.argv[1:])
+            lines = refusal_lines(text, sys.argv[1:])
+        except Exception:  # never hide Snakemake's own message
+            lines = None
         return "\n".join(lines) if lines else text
 
     @property

@@ -13,15 +13,12 @@ from pathlib import Path
 from .config import (
     FAULTS_ENV,
     MIN_COMPILE_WARMUP_STEPS,
-    ConfigError,
     device_variants,
     enabled_workloads,
     iter_device_ids,
     repeat_settings,
-    settle_inherited_keys,
-    validate_config,
 )
-from .config_files import REFUSAL_PREFIX, read_config_file, refusal_text
+from .config_files import ConfigRefused, read_merged_config
 from .entry_check import entry_problems
 from .workloads import WORKLOADS
 
@@ -264,24 +261,14 @@ def main_check(paths: list[str]) -> int:
     """Exit status 0 when ``paths`` (config.yaml first, then overrides) make a valid
     config; else 2, with one line per problem on stderr, as Snakemake refuses them
     (rules/setup.smk each file, rules/common.smk the merged config)."""
-    layers = [read_config_file(path) for path in paths]
-    lines = [REFUSAL_PREFIX + problem for layer in layers for problem in layer.problems]
-    if not lines:
-        from snakemake.utils import update_config
-
-        merged: dict = {}
-        for layer in layers:
-            update_config(merged, layer.data)
-        origins = settle_inherited_keys(merged, [(layer.name, layer.data) for layer in layers])
-        try:
-            validate_config(merged)
-        except ConfigError as error:
-            lines = refusal_text(str(error), layers).splitlines()
-        else:
-            print(repeats_summary(merged, origins))
-    for line in lines:
-        print(line, file=sys.stderr)
-    return 2 if lines else 0
+    try:
+        config, origins = read_merged_config(paths)
+    except ConfigRefused as refused:
+        for line in refused.lines:
+            print(line, file=sys.stderr)
+        return 2
+    print(repeats_summary(config, origins))
+    return 0
 
 
 def repeats_summary(config: dict, origins: dict[str, dict[str, str]]) -> str:

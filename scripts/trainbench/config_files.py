@@ -73,6 +73,38 @@ def read_config_file(path: str | Path) -> ConfigLayer:
     return layer
 
 
+class ConfigRefused(Exception):
+    """The config cannot be used; ``lines``: the refusal, one ``trainbench:`` line
+    per problem, as rules/setup.smk and rules/common.smk print it."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def read_merged_config(paths: list[str | Path]) -> tuple[dict, dict[str, dict[str, str]]]:
+    """The config ``paths`` (config.yaml first, then overrides) make, merged as
+    Snakemake merges them, validated and with its defaults filled, and where each
+    workload's repeats came from; raises ConfigRefused naming every problem."""
+    from snakemake.utils import update_config
+
+    from .config import ConfigError, settle_inherited_keys, validate_config
+
+    layers = [read_config_file(path) for path in paths]
+    problems = [problem for layer in layers for problem in layer.problems]
+    if problems:
+        raise ConfigRefused([REFUSAL_PREFIX + problem for problem in problems])
+    merged: dict = {}
+    for layer in layers:
+        update_config(merged, layer.data)
+    origins = settle_inherited_keys(merged, [(layer.name, layer.data) for layer in layers])
+    try:
+        validate_config(merged)
+    except ConfigError as error:
+        raise ConfigRefused(refusal_text(str(error), layers).splitlines()) from None
+    return merged, origins
+
+
 def config_file_problems(paths: list[str | Path]) -> list[str]:
     """Every problem of every file in ``paths``, each one line naming the file."""
     return [problem for path in paths for problem in read_config_file(path).problems]
@@ -280,11 +312,14 @@ def _check_content(layer: ConfigLayer) -> None:
     layer.problems = list(dict.fromkeys(layer.problems))
 
 
-# What Snakemake itself says when a --configfile is not a mapping or not YAML, before
-# the workflow is read (it names neither the file nor the line).
+# What Snakemake itself says when it cannot load a --configfile, before the workflow
+# is read: a message that names neither the file nor the line, or (a missing file,
+# bytes that are not UTF-8) a traceback through its configfile loader.
 SNAKEMAKE_CONFIG_FILE_ERRORS = (
     "Config file must be given as JSON or YAML with keys at top level",
     "Config file is not valid JSON or YAML",
+    "in load_configfile",
+    "in _load_configfile",
 )
 
 

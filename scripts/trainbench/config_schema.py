@@ -192,7 +192,12 @@ def shape_problems(data: Any) -> list[tuple[tuple, str]]:
         if count > MAX_VALUES:
             return [((), f"holds more than {MAX_VALUES:,} values (YAML aliases expanded)")]
         if id(value) in ancestors:
-            problems.append((path, "contains itself (a YAML alias inside its own anchor)"))
+            problems.append(
+                (
+                    path,
+                    "contains itself (a YAML alias inside its own anchor). Fix: write the value out",
+                )
+            )
             continue
         inner = ancestors | {id(value)} if isinstance(value, (dict, list)) else ancestors
         if isinstance(value, dict):

@@ -41,6 +41,9 @@ except BaseException as error:
         "missing": getattr(error, "name", None) if isinstance(error, ImportError) else None,
         "where": f"{own[-1].filename}, line {own[-1].lineno}" if own else None,
     }
+    if isinstance(error, SyntaxError) and error.filename:
+        facts["error"] = f"SyntaxError: {error.msg}"
+        facts["where"] = f"{error.filename}, line {error.lineno}"
 else:
     found = getattr(module, function, None)
     facts = {"status": "ok", "file": getattr(module, "__file__", None)}
@@ -145,7 +148,8 @@ def _describe(
         )
     if status == "not callable":
         return (
-            f"{key}: {module}.{function} is a {facts['kind']}, not a function. Fix: name a "
+            f"{key}: {module}.{function} ({facts.get('file')}) is not callable (its type is "
+            f"{facts['kind']}). Fix: name a "
             "function build(ctx) returning TrainingParts (see examples/my_model.py)."
         )
     return None
