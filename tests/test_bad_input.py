@@ -193,6 +193,15 @@ CASES = {
         ("bad.yaml line 3", "`workloads.image_cnn.data.path`", "does not exist", "Fix:"),
         configfiles=("bad.yaml",),
     ),
+    "a GoEmotions folder without its files": Case(
+        {
+            "bad.yaml": "workloads:\n  text_multilabel:\n"
+            "    data: {source: goemotions, path: go}\n",
+            "go/original/labels.txt": "joy\n",
+        },
+        ("bad.yaml line 3", "`workloads.text_multilabel.data.path`", "holds no labels.txt"),
+        configfiles=("bad.yaml",),
+    ),
     "a table path that is a folder": Case(
         {
             "bad.yaml": "workloads:\n  text_multilabel:\n    data: {source: table, path: folder}\n",

@@ -190,6 +190,10 @@ def test_mnist_idx_existing_path_is_accepted(schema_defaults_config, tmp_path):
         "source": "mnist_idx",
         "path": str(tmp_path),
     }
+    with pytest.raises(ConfigError, match=r"holds no t10k-images-idx3-ubyte\(\.gz\), t10k-l"):
+        validate_config(copy.deepcopy(schema_defaults_config))
+    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte"):
+        (tmp_path / name).write_bytes(b"")
     validate_config(schema_defaults_config)
 
 

@@ -115,9 +115,37 @@ def _data_path_problems(name: str, data: dict) -> list[str]:
         problem = path_problem(
             f"workloads.{name}.data.{key}", value, kind, f"point it to the {kind} holding {holds}"
         )
+        if problem is None and kind == "folder":
+            problem = _folder_content_problem(f"workloads.{name}.data.{key}", value, source)
         if problem:
             problems.append(problem)
     return problems
+
+
+# The files a data source's folder must hold (each name, or with .gz where allowed),
+# as its reader looks for them (workloads/image_cnn.py, textdata/files.py).
+FOLDER_FILES = {
+    "mnist_idx": (("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"), (".gz", "")),
+    "goemotions": (("labels.txt", "train.tsv", "dev.tsv"), ("",)),
+}
+
+
+def _folder_content_problem(key: str, value: str, source: str) -> str | None:
+    names, suffixes = FOLDER_FILES.get(source, ((), ()))
+    missing = [
+        name
+        for name in names
+        if not any((Path(value) / f"{name}{suffix}").is_file() for suffix in suffixes)
+    ]
+    if not missing:
+        return None
+    shown = ", ".join(f"{n}{'(.gz)' if '.gz' in suffixes else ''}" for n in missing)
+    inner = sorted(p.parent.name for p in Path(value).glob(f"*/{names[0]}"))
+    within = f" (its subfolders {', '.join(inner)} hold {names[0]})" if inner else ""
+    return (
+        f"`{key}` = {value!r} holds no {shown}{within}. Fix: point it to the {source} "
+        "folder that holds them."
+    )
 
 
 def path_problem(key: str, value: str, kind: str, fix: str) -> str | None:

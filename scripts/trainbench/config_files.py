@@ -179,7 +179,7 @@ def _read_text(path: Path, layer: ConfigLayer) -> str | None:
             f"{Path.cwd()})."
         )
         return None
-    if not path.is_file():
+    if path.is_dir():
         layer.problems.append(
             f"config file {str(path)!r} is a folder, not a file. Fix: name the YAML file."
         )
