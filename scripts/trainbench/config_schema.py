@@ -11,6 +11,7 @@ config."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
@@ -141,12 +142,19 @@ def _partial_validator_class(schema: dict):
     return jsonschema.validators.extend(base, {"required": nothing, "minProperties": nothing})
 
 
+@lru_cache(maxsize=1)
+def _partial_validator() -> jsonschema.protocols.Validator:
+    """One validator for every file of a run (the schema takes 0.25 s to read): it
+    only reads the schema, never changes it."""
+    schema = load_schema()
+    return _partial_validator_class(schema)(schema)
+
+
 def schema_errors(config: dict) -> list[jsonschema.ValidationError]:
     """The schema's violations in one config file of several (see
     _partial_validator_class), sorted by key path. (The merged config is validated,
     and its defaults filled, by trainbench.config.validate_config.)"""
-    schema = load_schema()
-    errors = _partial_validator_class(schema)(schema).iter_errors(config)
+    errors = _partial_validator().iter_errors(config)
     return sorted(errors, key=lambda e: list(map(str, e.absolute_path)))
 
 
