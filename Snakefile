@@ -1,6 +1,6 @@
 # trainbench: workload x device x batch size x repeat -> one record per run -> tables -> report.
 # Wiring only; helpers live in rules/common.smk, logic in scripts/trainbench/.
-from snakemake.utils import min_version
+from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
@@ -15,10 +15,13 @@ configfile: "config.yaml"
 report: "rules/captions/workflow.rst"
 
 
-# common.smk validates the config against scripts/trainbench/schemas/config.schema.yaml
-# (defaults filled in, as Snakemake's validate() does) with a short message naming a bad
-# key; a second validate() here would only parse the 47 kB schema again (~0.2 s a start).
+# common.smk checks the config first, so a bad key gets a short message naming it.
 include: "rules/common.smk"
+
+
+# Snakemake's own schema check, as the workflow template has it (~0.2 s a start: it
+# parses the 47 kB schema again); after common.smk's, it finds nothing new.
+validate(config, "scripts/trainbench/schemas/config.schema.yaml")
 
 
 # aggregate.records_only: no data set is built and no cell runs (records already here).
