@@ -5,6 +5,7 @@ again from its records alone (trainbench.evidence, evidence_run, evidence_check)
 from __future__ import annotations
 
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -181,3 +182,21 @@ def test_a_collected_run_renders_again_from_its_records_alone(tmp_path):
                 columns=["record"], errors="ignore"
             ),
         )
+
+
+def test_a_declared_commit_wins_over_a_stale_git_beside_the_tree(tmp_path, monkeypatch):
+    from trainbench.environment import git_commit
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "f.py").write_text("old\n")
+    git("add", "f.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "old")
+    (tmp_path / "f.py").write_text("the tree of another commit\n")
+    monkeypatch.delenv("TRAINBENCH_COMMIT", raising=False)
+    assert git_commit(tmp_path) == git("rev-parse", "HEAD") + "-dirty"
+    monkeypatch.setenv("TRAINBENCH_COMMIT", "b1ca57c")
+    assert git_commit(tmp_path) == "b1ca57c"

@@ -64,9 +64,15 @@ def _git(repo: Path, *args: str) -> str | None:
 
 
 def git_commit(repo: str | os.PathLike | None = None) -> str:
-    """The commit of the project's own repository (``-dirty`` when tracked files
-    changed). Never an enclosing repository's: a copy of the tree inside another
-    checkout is not that checkout's commit. Else $TRAINBENCH_COMMIT, else "unknown"."""
+    """$TRAINBENCH_COMMIT when set: the commit a copy of the tree was made from, where
+    the copy's own git (if any) does not describe it (a tree carried to a GPU machine
+    beside a stale ``.git`` read as "<old commit>-dirty"). Else the commit of the
+    project's own repository (``-dirty`` when tracked files changed), never an
+    enclosing repository's: a copy of the tree inside another checkout is not that
+    checkout's commit. Else "unknown"."""
+    declared = os.environ.get(COMMIT_VARIABLE)
+    if declared:
+        return declared
     repo = Path(repo or PROJECT_ROOT).resolve()
     top = _git(repo, "rev-parse", "--show-toplevel")
     if top is not None and Path(top).resolve() == repo:
@@ -74,7 +80,7 @@ def git_commit(repo: str | os.PathLike | None = None) -> str:
         if head:
             dirty = _git(repo, "status", "--porcelain", "--untracked-files=no")
             return head + ("-dirty" if dirty else "")
-    return os.environ.get(COMMIT_VARIABLE) or "unknown"
+    return "unknown"
 
 
 def gpu_models() -> list[str] | None:
