@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import small_config
+from conftest import REPO_ROOT, small_config
 from sklearn.metrics import f1_score, precision_score, recall_score
 from trainbench.config import ConfigError, validate_config
 from trainbench.metrics import multilabel_metrics
@@ -146,21 +146,43 @@ def test_loss_is_float32_bce_even_under_autocast():
     torch.testing.assert_close(from_bf16, reference)
 
 
-def test_default_config_proposals_fit_max_length(tmp_path, repo_root):
-    """The default config's proposals, tokenized as the workload does, are never cut."""
+@pytest.fixture(scope="module")
+def default_prepared(tmp_path_factory) -> tuple[dict, dict, object]:
+    """(settings, metadata, output folder) of prepare_data on the default config's text
+    workload, 600 training and 200 dev proposals."""
     import yaml
 
-    config = yaml.safe_load((repo_root / "config.yaml").read_text())
+    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text())
     settings = validate_config({**small_config(), "workloads": {
         "text_multilabel": config["workloads"]["text_multilabel"]}})["workloads"]["text_multilabel"]  # fmt: skip
     settings["data"] = {**settings["data"], "n_train": 600, "n_dev": 200}
-    meta = text_multilabel.prepare_data(settings, tmp_path, seed=0)
+    out = tmp_path_factory.mktemp("default_text")
+    return settings, text_multilabel.prepare_data(settings, out, seed=0), out
+
+
+def test_default_config_proposals_fit_max_length(default_prepared):
+    """The default config's proposals, tokenized as the workload does, are never cut."""
+    settings, meta, out = default_prepared
     assert meta["truncated_fraction"] == {"train": 0.0, "dev": 0.0}
-    arrays = np.load(tmp_path / text_multilabel.DATA_FILE)
+    arrays = np.load(out / text_multilabel.DATA_FILE)
     ids = arrays["train_input_ids"]
     assert ids.shape == (600, settings["max_length"])
     cls_id = text_multilabel.SPECIAL_TOKENS.index("[CLS]")  # special tokens come first
     assert (ids[:, 0] == cls_id).all()
+
+
+def test_default_tokenizer_keeps_the_comparison_evidence_whole(default_prepared):
+    """Every name and misspelling, every timeline year and every objective number the
+    crosswalk may cite is one token of the WordPiece vocabulary trained on the split."""
+    from trainbench.textdata.proposal_vocabulary import FIRST_NAME_TYPOS, SURNAME_TYPOS
+    from transformers import PreTrainedTokenizerFast
+
+    _, _, out = default_prepared
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(out / text_multilabel.TOKENIZER_DIR))
+    words = [w for table in (FIRST_NAME_TYPOS, SURNAME_TYPOS) for k, v in table.items()
+             for w in (k, *v)] + [str(y) for y in range(2024, 2029)] + ["1", "2", "3", "4", "5"]  # fmt: skip
+    split = {w: tokenizer.tokenize(w) for w in words}
+    assert {w: t for w, t in split.items() if t != [w.lower()]} == {}
 
 
 def test_wordpiece_training_gives_one_vocabulary_for_one_corpus():

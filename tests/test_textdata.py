@@ -8,11 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score
 from trainbench.textdata.dataset import TextDataset
 from trainbench.textdata.files import load_goemotions, load_table
 from trainbench.textdata.proposal_check import check_proposal
-from trainbench.textdata.proposal_vocabulary import BANNED_PHRASES
+from trainbench.textdata.proposal_vocabulary import (
+    BANNED_PHRASES,
+    FIRST_NAME_TYPOS,
+    SURNAME_TYPOS,
+)
 from trainbench.textdata.proposals import PROPOSAL_LABELS, generate_proposals
 from trainbench.textdata.splits import load_splits
 
@@ -110,15 +113,15 @@ def test_documents_have_the_required_parts(mixed):
         people = re.findall(r"(?:Dr\.|Professor) [A-Z]\w+ [A-Z]\w+", text)
         assert len(people) >= 2
         listed = re.findall(r"^Objective (\d+):", text, re.MULTILINE)
-        assert listed == [str(k) for k in range(1, len(listed) + 1)] and len(listed) >= 2
+        assert listed == ["1", "2", "3"]
         assert re.search(r"Objective \d+ [a-z ]+ Standard [A-Z]\b|Standard [A-Z] is met", text)
         assert len(re.findall(r"\b\d{4}\b", text)) >= 4  # two phases, a start and an end each
         assert not re.search(r"\b(error|inconsisten\w*|mismatch\w*|wrong)\b", text, re.I)
 
 
-def test_comparison_labels_have_no_words_of_their_own(mixed):
-    """A word common in positives (>= 1 % of them) must also occur in negatives: the
-    variant names, cited numbers and dates are all ordinary values on the other side."""
+def test_dates_have_no_words_of_their_own(mixed):
+    """A word common in date_inconsistency positives (>= 1 % of them) also occurs in
+    negatives: the years are ordinary values on both sides; only their order differs."""
 
     def vocabulary(texts):
         counts: dict[str, int] = {}
@@ -127,22 +130,52 @@ def test_comparison_labels_have_no_words_of_their_own(mixed):
                 counts[word] = counts.get(word, 0) + 1
         return counts
 
-    for label in ("name_inconsistency", "date_inconsistency", "crosswalk_error"):
-        y = mixed.labels[:, PROPOSAL_LABELS.index(label)]
-        pos = vocabulary(t for t, v in zip(mixed.texts, y, strict=True) if v)
-        neg = vocabulary(t for t, v in zip(mixed.texts, y, strict=True) if not v)
-        common = {w for w, c in pos.items() if c >= 0.01 * y.sum()}
-        assert not common - set(neg), (label, sorted(common - set(neg)))
+    y = mixed.labels[:, PROPOSAL_LABELS.index("date_inconsistency")]
+    pos = vocabulary(t for t, v in zip(mixed.texts, y, strict=True) if v)
+    neg = vocabulary(t for t, v in zip(mixed.texts, y, strict=True) if not v)
+    common = {w for w, c in pos.items() if c >= 0.01 * y.sum()}
+    assert not common - set(neg), sorted(common - set(neg))
 
 
-def test_crosswalk_needs_the_comparison(mixed):
-    """Neither the list length nor the largest cited number alone gives the label away."""
+def test_disordered_timeline_has_one_reversed_phase(mixed):
+    """Whole years, each phase one year and the next starting in the year it ends; a
+    disordered timeline differs only in one phase written end year first."""
+    y = mixed.labels[:, PROPOSAL_LABELS.index("date_inconsistency")]
+    for text, label in zip(mixed.texts, y, strict=True):
+        years = [int(v) for v in re.findall(r"\b(20\d\d)\b", text)]
+        pairs = list(zip(years[::2], years[1::2], strict=True))
+        assert 2 <= len(pairs) <= 3 and all(2024 <= v <= 2028 for v in years)
+        assert sum(b == a - 1 for a, b in pairs) == label
+        assert all(b == a + 1 for a, b in pairs if b != a - 1)
+
+
+def test_misspellings_are_never_a_name_and_only_inconsistent_documents_have_one(mixed):
+    """The evidence of name_inconsistency is local: a later mention writes one of a fixed
+    list of misspellings, and no misspelling is the correct spelling of any name."""
+    names = set(FIRST_NAME_TYPOS) | set(SURNAME_TYPOS)
+    typos = {t for table in (FIRST_NAME_TYPOS, SURNAME_TYPOS) for v in table.values() for t in v}
+    assert not typos & names and len(typos) == sum(
+        len(v) for table in (FIRST_NAME_TYPOS, SURNAME_TYPOS) for v in table.values()
+    )
+    y = mixed.labels[:, PROPOSAL_LABELS.index("name_inconsistency")]
+    for text, label in zip(mixed.texts, y, strict=True):
+        people = re.findall(r"(?:Dr\.|Professor) ([A-Z]\w+) ([A-Z]\w+)", text)
+        intro = text.splitlines()[1]
+        first = re.search(r"(?:Dr\.|Professor) ([A-Z]\w+) ([A-Z]\w+)", intro).groups()
+        assert set(first) <= names  # the introduction spells the name right
+        written = [w for person in people for w in person]
+        assert sum(w in typos for w in written) == label
+        assert all(w in names | typos for w in written)
+
+
+def test_crosswalk_cites_an_objective_no_document_lists(mixed):
+    """Every document lists Objectives 1-3; a wrong crosswalk cites Objective 4 or 5."""
     y = mixed.labels[:, PROPOSAL_LABELS.index("crosswalk_error")]
-    listed = [len(re.findall(r"^Objective \d+:", t, re.MULTILINE)) for t in mixed.texts]
-    cited = [max(map(int, re.findall(r"Objective (\d+)\b(?!:)", t))) for t in mixed.texts]
-    assert roc_auc_score(y, -np.array(listed)) < 0.7
-    assert roc_auc_score(y, np.array(cited)) < 0.75
-    assert max(cited) <= 6 and max(listed) <= 6  # no number only positives use
+    for text, label in zip(mixed.texts, y, strict=True):
+        assert re.findall(r"^Objective (\d+):", text, re.MULTILINE) == ["1", "2", "3"]
+        cited = [int(k) for k in re.findall(r"Objective (\d+)\b(?!:)", text)]
+        assert 1 <= len(cited) <= 3 and len(set(cited)) == len(cited)
+        assert sum(k in (4, 5) for k in cited) == label and all(1 <= k <= 5 for k in cited)
 
 
 BASE = """Title: Measuring Soil Carbon Across Rural Counties
@@ -161,6 +194,7 @@ Budget decisions will be approved by Professor Jon Smith."""
         ("banned_phrases", "several earlier", "several world-class"),
         ("name_inconsistency", "Professor Jon Smith", "Professor John Smith"),
         ("name_inconsistency", "Professor Jon Smith", "Professor Jon Smyth"),
+        ("name_inconsistency", "Professor Jon Smith", "Professor Jon Smtih"),
         ("date_inconsistency", "1 July 2024", "1 June 2024"),
         ("date_inconsistency", "ends on 30 June 2024", "ends on 30 January 2024"),
     ],
@@ -183,6 +217,19 @@ def test_checker_reads_month_only_dates():
     assert not check_proposal(text)["date_inconsistency"]
     assert check_proposal(text.replace("July 2024", "June 2024"))["date_inconsistency"]
     assert check_proposal(text.replace("July 2024", "March 2024"))["date_inconsistency"]
+
+
+def test_checker_reads_year_only_dates():
+    text = BASE.replace(
+        "Phase 1 begins on 12 March 2024 and ends on 30 June 2024. "
+        "Phase 2 runs from 1 July 2024 to 30 June 2025.",
+        "Phase 1 runs from 2024 to 2025. Phase 2 runs from 2025 to 2026.",
+    )
+    assert "from 2025 to 2026" in text
+    assert not check_proposal(text)["date_inconsistency"]  # a phase may start the year one ends
+    assert check_proposal(text.replace("2025 to 2026", "2026 to 2025"))["date_inconsistency"]
+    assert check_proposal(text.replace("2024 to 2025", "2025 to 2024"))["date_inconsistency"]
+    assert check_proposal(text.replace("2025 to 2026", "2024 to 2026"))["date_inconsistency"]
 
 
 def test_bad_label_frequencies_name_the_key():

@@ -26,35 +26,24 @@ BANNED_PHRASES: tuple[str, ...] = (
     "unprecedented success",
 )
 
-# Every name belongs to a spelling pair and both members are ordinary base names, so a
-# variant spelling alone (Smyth, Katherine) says nothing: only the comparison does.
-# Four pairs each: a few name tokens, each seen often, so that "both spellings of one
-# pair occur" is a pattern a small model trained from scratch can meet many times.
-FIRST_NAME_PAIRS = (
-    ("Jon", "John"),
-    ("Catherine", "Katherine"),
-    ("Steven", "Stephen"),
-    ("Sara", "Sarah"),
-)
-SURNAME_PAIRS = (
-    ("Smith", "Smyth"),
-    ("Reid", "Reed"),
-    ("Thompson", "Thomson"),
-    ("Clark", "Clarke"),
-)
-
-
-def _variant_map(pairs) -> dict[str, str]:
-    out = {}
-    for a, b in pairs:
-        out[a], out[b] = b, a
-    return out
-
-
-FIRST_NAME_VARIANT = _variant_map(FIRST_NAME_PAIRS)
-SURNAME_VARIANT = _variant_map(SURNAME_PAIRS)
-FIRST_NAMES = sorted(FIRST_NAME_VARIANT)
-SURNAMES = sorted(SURNAME_VARIANT)
+# The investigator's names, and for each a few misspellings (a transposed or a dropped
+# letter). A misspelling is never the correct spelling of any name, so the
+# name_inconsistency evidence is local: a name form that only an inconsistent
+# document writes, at a later mention of the same person.
+FIRST_NAME_TYPOS: dict[str, tuple[str, ...]] = {
+    "John": ("Jonh", "Jhon"),
+    "Catherine": ("Catherien", "Cathrine"),
+    "Stephen": ("Stehpen", "Stepen"),
+    "Sarah": ("Sarha", "Saarh"),
+}
+SURNAME_TYPOS: dict[str, tuple[str, ...]] = {
+    "Smith": ("Smtih", "Smih"),
+    "Reid": ("Ried", "Rei"),
+    "Thompson": ("Thomspon", "Thompsn"),
+    "Clark": ("Clakr", "Clrk"),
+}
+FIRST_NAMES = sorted(FIRST_NAME_TYPOS)
+SURNAMES = sorted(SURNAME_TYPOS)
 HONORIFICS = ("Dr.", "Professor")
 
 TOPICS = (
@@ -125,8 +114,8 @@ MENTION_TEMPLATES = (
 OBJECTIVE_INTROS = (
     "",
     "Objectives:",
-    "We propose {count} objectives.",
-    "The work has {count} objectives.",
+    "We propose three objectives.",
+    "The work has three objectives.",
 )
 OBJECTIVE_VERBS = (
     "Measure",

@@ -17,12 +17,11 @@ from .dataset import CONFIG_KEY, TextDataset
 from .proposal_vocabulary import (
     CROSSWALK_OPENERS,
     CROSSWALK_REFS,
-    FIRST_NAME_VARIANT,
+    FIRST_NAME_TYPOS,
     FIRST_NAMES,
     HONORIFICS,
     INTRO_TEMPLATES,
     MENTION_TEMPLATES,
-    MONTHS,
     OBJECTIVE_EXTRAS,
     OBJECTIVE_INTROS,
     OBJECTIVE_THINGS,
@@ -32,7 +31,7 @@ from .proposal_vocabulary import (
     PLACES,
     QUALITY_SLOTS,
     STANDARD_NAMES,
-    SURNAME_VARIANT,
+    SURNAME_TYPOS,
     SURNAMES,
     TIMELINE_INTROS,
     TITLE_TEMPLATES,
@@ -43,20 +42,15 @@ from .proposal_vocabulary import (
 PROPOSAL_LABELS = ("crosswalk_error", "banned_phrases", "name_inconsistency", "date_inconsistency")
 DEFAULT_LABEL_FREQUENCY = 0.3
 
-_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-_MAX_OBJECTIVE = 4  # listed objectives stay within 2..4 and cited numbers within 1..5
+_NUMBER_WORDS = {2: "two", 3: "three"}
+_N_OBJECTIVES = 3  # every document lists Objectives 1-3
+_UNLISTED = (4, 5)  # a wrong citation cites one of these, which no document lists
 _MENTIONS = 2
-_FIRST_YEAR = 2024  # the timeline starts in 2024 or 2025
-_PHASE_MONTHS = (13, 21)  # every phase lasts 13-20 months, so it spans two or three years
+_FIRST_YEAR = 2024  # the timeline starts in 2024 or 2025; every phase lasts one year
 
 
 def _pick(rng: np.random.Generator, items: Sequence):
     return items[int(rng.integers(len(items)))]
-
-
-def _format_month(month: int) -> str:
-    """A month counted from January of year 0 (``12 * year + month - 1``) as "March 2025"."""
-    return f"{MONTHS[month % 12]} {month // 12}"
 
 
 @dataclass(frozen=True)
@@ -78,16 +72,17 @@ def _title(rng: np.random.Generator, subject: _Subject) -> str:
 
 def _investigator_mentions(rng: np.random.Generator, inconsistent: bool) -> list[str]:
     """The principal investigator as written at each of the two mentions; if
-    ``inconsistent``, the second spells the first name or the surname the other way."""
+    ``inconsistent``, the second misspells the first name or the surname (a fixed
+    misspelling that is never the correct spelling of any name)."""
     first, last = _pick(rng, FIRST_NAMES), _pick(rng, SURNAMES)
     n_mentions = _MENTIONS
     names = [(first, last)] * n_mentions
     if inconsistent:
         j = int(rng.integers(1, n_mentions))
         if rng.random() < 0.5:
-            names[j] = (FIRST_NAME_VARIANT[first], last)
+            names[j] = (_pick(rng, FIRST_NAME_TYPOS[first]), last)
         else:
-            names[j] = (first, SURNAME_VARIANT[last])
+            names[j] = (first, _pick(rng, SURNAME_TYPOS[last]))
     return [f"{_pick(rng, HONORIFICS)} {f} {s}" for f, s in names]
 
 
@@ -104,28 +99,14 @@ def _investigator_sentences(
     return intro, mentions
 
 
-def _objective_numbering(rng: np.random.Generator, wrong_reference: bool) -> tuple[int, list[int]]:
-    """(how many objectives are listed, the objective numbers the crosswalk cites).
-
-    A wrong reference is one past the list: either the list stops one short of an
-    objective the crosswalk cites, or the crosswalk cites one past the list. Half each
-    (forced at the ends of the 2..4 range) keeps both the list length and the largest
-    cited number weak cues on their own; only comparing them gives the label.
-    """
-    full = int(rng.integers(2, _MAX_OBJECTIVE + 1))
-    n_refs = int(rng.integers(1, min(3, full) + 1))
-    refs = [int(k) + 1 for k in rng.permutation(full)[:n_refs]]
-    if full not in refs and rng.random() < 0.8:
-        refs[-1] = full
-    n_obj = full
+def _cited_objectives(rng: np.random.Generator, wrong_reference: bool) -> list[int]:
+    """The objective numbers the crosswalk cites: one to three of the listed 1..3; a
+    wrong reference replaces one of them by 4 or 5, a number no document lists."""
+    n_refs = int(rng.integers(1, _N_OBJECTIVES + 1))
+    refs = [int(k) + 1 for k in rng.permutation(_N_OBJECTIVES)[:n_refs]]
     if wrong_reference:
-        if full == _MAX_OBJECTIVE or (full > 2 and rng.random() < 0.5):
-            n_obj = full - 1
-            if full not in refs:
-                refs[int(rng.integers(n_refs))] = full
-        else:
-            refs[int(rng.integers(n_refs))] = full + 1
-    return n_obj, refs
+        refs[int(rng.integers(n_refs))] = int(_pick(rng, _UNLISTED))
+    return refs
 
 
 def _objective_lines(rng: np.random.Generator, n_obj: int) -> list[str]:
@@ -140,7 +121,7 @@ def _objective_lines(rng: np.random.Generator, n_obj: int) -> list[str]:
             used.add(thing)
             chosen.append(text)
     objectives = [f"Objective {k}: {text}." for k, text in enumerate(chosen, 1)]
-    obj_intro = _pick(rng, OBJECTIVE_INTROS).format(count=_NUMBER_WORDS[n_obj])
+    obj_intro = _pick(rng, OBJECTIVE_INTROS)
     return [obj_intro, *objectives] if obj_intro else objectives
 
 
@@ -151,42 +132,27 @@ def _crosswalk(rng: np.random.Generator, refs: list[int]) -> str:
     return _pick(rng, CROSSWALK_OPENERS).format(refs=joined)
 
 
-def _phase_months(rng: np.random.Generator, n_phases: int, disorder: bool) -> list[tuple]:
-    """(start, end) month per phase, in phase order. In order: every date strictly after
-    the previous one. Disordered: one phase ends before it starts, or the next phase
-    starts inside it; either way one date goes back into an earlier year than the date
-    before it (every phase spans two or more years, so both kinds always can)."""
-    start = 12 * _FIRST_YEAR + int(rng.integers(0, 24))
-    phases = []
-    for _ in range(n_phases):
-        end = start + int(rng.integers(*_PHASE_MONTHS))
-        phases.append([start, end])
-        start = end + int(rng.integers(1, 4))
+def _phase_years(rng: np.random.Generator, n_phases: int, disorder: bool) -> list[tuple]:
+    """(start, end) year per phase, in phase order. Each phase runs one year and the next
+    starts in the year it ends, so in order no year comes before the year written
+    before it. Disordered: one phase ends the year before it starts ("from 2026 to 2025")."""
+    start = _FIRST_YEAR + int(rng.integers(0, 2))
+    phases = [[start + i, start + i + 1] for i in range(n_phases)]
     if disorder:
-        i = int(rng.integers(n_phases))
-        if i == n_phases - 1 or rng.random() < 0.5:
-            phases[i].reverse()  # end date before start date
-        else:
-            # phase i+1 starts inside phase i, in a year before phase i's end year
-            s, e = phases[i]
-            back = int(rng.integers(e % 12 + 1, min(e - s, e % 12 + 13)))
-            phases[i + 1][0] = e - back
+        phases[int(rng.integers(n_phases))].reverse()
     return [tuple(p) for p in phases]
 
 
 def _timeline_sentences(rng: np.random.Generator, disorder: bool) -> list[str]:
-    """An optional intro, then one sentence per phase with its start and end months."""
+    """An optional intro, then one sentence per phase with its start and end years."""
     n_phases = int(rng.integers(2, 4))
-    phase_months = _phase_months(rng, n_phases, disorder)
+    phase_years = _phase_years(rng, n_phases, disorder)
     timeline = [_pick(rng, TIMELINE_INTROS).format(count=_NUMBER_WORDS[n_phases])]
     activities = rng.permutation(len(PHASE_ACTIVITIES))
-    for i, (m1, m2) in enumerate(phase_months, 1):
+    for i, (y1, y2) in enumerate(phase_years, 1):
         timeline.append(
             _pick(rng, PHASE_TEMPLATES).format(
-                i=i,
-                d1=_format_month(m1),
-                d2=_format_month(m2),
-                activity=PHASE_ACTIVITIES[activities[i - 1]],
+                i=i, d1=y1, d2=y2, activity=PHASE_ACTIVITIES[activities[i - 1]]
             )
         )
     return [s for s in timeline if s]
@@ -235,8 +201,8 @@ def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
     title = _title(rng, subject)
     pis = _investigator_mentions(rng, flags["name_inconsistency"])
     intro, mentions = _investigator_sentences(rng, subject, pis)
-    n_obj, refs = _objective_numbering(rng, flags["crosswalk_error"])
-    objective_lines = _objective_lines(rng, n_obj)
+    refs = _cited_objectives(rng, flags["crosswalk_error"])
+    objective_lines = _objective_lines(rng, _N_OBJECTIVES)
     crosswalk = _crosswalk(rng, refs)
     timeline = _timeline_sentences(rng, flags["date_inconsistency"])
     quality = _quality_sentence(rng, subject, flags["banned_phrases"])
