@@ -17,6 +17,7 @@ from trainbench import evidence_run
 from trainbench.evidence import (
     EVIDENCE_FILE,
     Made,
+    config_key,
     measurement_files,
     render,
     stale_files,
@@ -38,9 +39,10 @@ def test_measurement_code_is_what_runs_in_a_cell_not_what_reads_records():
         "scripts/trainbench/reference.py",
         "scripts/run_cell.py",
         "rules/run.smk",
-        "config.yaml",
     ):
         assert measuring in files, measuring
+    # config.yaml counts as the config a run resolved to (code_fingerprint), not as bytes
+    assert "config.yaml" not in files
     for analysis in (
         "scripts/trainbench/stats/parity.py",
         "scripts/trainbench/figures/style.py",
@@ -71,12 +73,22 @@ def test_every_module_a_cell_imports_is_measurement_code():
     assert imported and not (imported - files - allowed), sorted(imported - files - allowed)
 
 
+BASE_CONFIG = """devices: [cpu]
+workloads:
+  image_cnn: {batch_sizes: [16]}
+  text_multilabel: {batch_sizes: [8]}
+"""
+RUN_CONFIG = "run_name: gpu-x\nrepeats: 3\n"
+
+
 def _fake_root(tmp_path: Path) -> Path:
     root = tmp_path / "root"
-    for rel in ("scripts/trainbench/training.py", "scripts/trainbench/stats/parity.py",
-                "config.yaml", "configs/gpu-x.yaml"):  # fmt: skip
+    for rel in ("scripts/trainbench/training.py", "scripts/trainbench/stats/parity.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
+    (root / "configs").mkdir()
+    (root / "config.yaml").write_text(BASE_CONFIG)
+    (root / "configs" / "gpu-x.yaml").write_text(RUN_CONFIG)
     dest = root / "docs" / "measured" / "gpu-x"
     made = Made(["make", "gpu-evidence"], 12.0, "abc123", ["config.yaml", "configs/gpu-x.yaml"])
     write_evidence(dest, root, made, {"gpu_models": ["NVIDIA Test"]})
@@ -87,27 +99,37 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
     root = _fake_root(tmp_path)
     folder = root / "docs" / "measured" / "gpu-x"
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
-    assert meta["commit"] == "abc123" and "configs/gpu-x.yaml" in meta["measurement_code"]
+    key = config_key(["config.yaml", "configs/gpu-x.yaml"])
+    assert meta["commit"] == "abc123" and len(meta["measurement_code"][key]) == 64
     assert stale_files(folder, root) == []
     (root / "scripts/trainbench/stats/parity.py").write_text("# analysis changed\n")
     assert stale_files(folder, root) == []  # analysis is rendered again, never stale
     (root / "scripts/trainbench/training.py").write_text("# changed\n")
-    (root / "configs/gpu-x.yaml").unlink()
     (root / "scripts/trainbench/steady.py").write_text("# new\n")
     assert stale_files(folder, root) == [
-        "configs/gpu-x.yaml",
         "scripts/trainbench/steady.py",
         "scripts/trainbench/training.py",
     ]
+    # the config counts as it resolves: another comment or a workload the run did not
+    # run changes nothing; a setting of one it ran does
+    (root / "scripts/trainbench/steady.py").unlink()
+    (root / "scripts/trainbench/training.py").write_text("# scripts/trainbench/training.py\n")
+    (root / "configs/gpu-x.yaml").write_text("# same\n" + RUN_CONFIG)
+    assert stale_files(folder, root) == []
+    (root / "configs/gpu-x.yaml").write_text(RUN_CONFIG + "batch_sizes: [8, 32]\n")
+    assert stale_files(folder, root) == [key]
+    (root / "configs/gpu-x.yaml").unlink()
+    assert stale_files(folder, root) == [key]
 
 
 def test_evidence_depends_only_on_the_workloads_it_ran(tmp_path):
     root = tmp_path / "root"
     for rel in ("scripts/trainbench/training.py", "scripts/trainbench/workloads/image_cnn.py",
                 "scripts/trainbench/workloads/text_multilabel.py",
-                "scripts/trainbench/textdata/proposals.py", "config.yaml"):  # fmt: skip
+                "scripts/trainbench/textdata/proposals.py"):  # fmt: skip
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
+    (root / "config.yaml").write_text(BASE_CONFIG)
     folder = root / "docs" / "measured" / "cnn"
     made = Made(["make", "gpu-evidence"], 1.0, "abc123", ["config.yaml"], ["image_cnn"])
     meta = write_evidence(folder, root, made, {})
@@ -116,6 +138,8 @@ def test_evidence_depends_only_on_the_workloads_it_ran(tmp_path):
     (root / "scripts/trainbench/textdata/proposals.py").write_text("# another generator\n")
     (root / "scripts/trainbench/workloads/text_multilabel.py").write_text("# changed\n")
     (root / "scripts/trainbench/workloads/clip.py").write_text("# a new workload\n")
+    text_lr = "{batch_sizes: [8], optimizer: {lr: 0.002}}"
+    (root / "config.yaml").write_text(BASE_CONFIG.replace("{batch_sizes: [8]}", text_lr))
     assert stale_files(folder, root) == []
     (root / "scripts/trainbench/workloads/image_cnn.py").write_text("# changed\n")
     (root / "scripts/trainbench/training.py").write_text("# changed\n")

@@ -25,7 +25,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -49,7 +49,6 @@ MEASUREMENT_CODE = (
     "rules/data.smk",
     "rules/run.smk",
     "profiles/default/config.yaml",
-    "config.yaml",
     "benchmarks/throughput.py",
     "benchmarks/canary_cost.py",
 )
@@ -79,6 +78,8 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/recover.py",
     "scripts/trainbench/tree.py",
     "scripts/trainbench/evidence.py",
+    "scripts/trainbench/evidence_run.py",  # the command it ran is in EVIDENCE.json
+    "scripts/trainbench/evidence_check.py",
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",
 )
@@ -139,13 +140,55 @@ def fingerprint(root: Path, files: Iterable[str]) -> dict[str, str]:
     return {f: sha256(root / f) for f in files if (root / f).is_file()}
 
 
+def config_key(config_files: Sequence[str]) -> str:
+    return "config: " + " + ".join(config_files) + " (merged and validated; the workloads run)"
+
+
+def resolved_config_digest(
+    root: Path, config_files: Sequence[str], workloads: Iterable[str] | None
+) -> str | None:
+    """SHA-256 of the config ``config_files`` make (merged as Snakemake merges them,
+    validated, defaults filled), its workloads cut to ``workloads``: a change to
+    config.yaml's text settings leaves a CNN run's evidence current. None when the
+    files no longer make a valid config (a change, as any)."""
+    from .config_files import ConfigRefused, read_merged_config
+
+    try:
+        merged, _ = read_merged_config([root / f for f in config_files])
+    except (ConfigRefused, OSError):
+        return None
+    if workloads is not None:
+        ran = set(workloads)
+        merged["workloads"] = {k: v for k, v in merged["workloads"].items() if k in ran}
+    text = json.dumps(merged, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def code_fingerprint(
+    root: Path,
+    config_files: Sequence[str],
+    workloads: Iterable[str] | None,
+    code_files: Sequence[str] = (),
+) -> dict[str, str]:
+    """What measured: the measurement code's files (and ``code_files``, a benchmark's
+    own, e.g. its suite), and a run's config as it resolved (not its files' bytes) when
+    it was made from config files."""
+    workloads = None if workloads is None else list(workloads)
+    code = fingerprint(root, measurement_files(root, code_files, workloads))
+    if config_files:
+        digest = resolved_config_digest(root, config_files, workloads)
+        code[config_key(config_files)] = digest or "invalid"
+    return code
+
+
 def stale_files(folder: Path, root: Path) -> list[str]:
     """The measurement code that differs from what made the evidence in ``folder``:
     changed or removed files of its fingerprint, and measurement files added since."""
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
     then: dict[str, str] = meta["measurement_code"]
-    files = measurement_files(root, meta.get("config_files", []), meta.get("workloads"))
-    now = fingerprint(root, files)
+    now = code_fingerprint(
+        root, meta.get("config_files", []), meta.get("workloads"), meta.get("code_files", [])
+    )
     changed = [f for f, digest in then.items() if now.get(f) != digest]
     added = [f for f in now if f not in then]
     return sorted(changed + added)
@@ -204,10 +247,10 @@ class Made:
     commit: str
     config_files: list[str]
     workloads: list[str] | None = None  # None: every workload's code counts
+    code_files: list[str] = field(default_factory=list)  # a benchmark's own (its suite)
 
 
 def write_evidence(dest: Path, root: Path, made: Made, facts: dict) -> dict:
-    files = measurement_files(root, made.config_files, made.workloads)
     meta = {
         "commit": made.commit,
         "workloads": made.workloads,
@@ -215,8 +258,11 @@ def write_evidence(dest: Path, root: Path, made: Made, facts: dict) -> dict:
         "command": " ".join(made.command),
         "wall_seconds": round(made.seconds, 1),
         "config_files": made.config_files,
+        "code_files": made.code_files,
         **facts,
-        "measurement_code": fingerprint(root, files),
+        "measurement_code": code_fingerprint(
+            root, made.config_files, made.workloads, made.code_files
+        ),
         "note": "measurement_code: SHA-256 of the code that measured; `python "
         "scripts/evidence.py check` lists what changed since. The tables, figures and "
         "reports are made from records.tgz: `python scripts/evidence.py render` remakes "

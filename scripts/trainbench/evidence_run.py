@@ -128,8 +128,9 @@ def run_part(name: str, root: Path, logs: Path) -> dict:
         ["python", " && python ".join(commands)],
         seconds,
         commit,
-        list(part.code),
-        list(part.workloads),
+        config_files=[],
+        workloads=list(part.workloads),
+        code_files=list(part.code),
     )
     results = _results_since(root / "benchmarks" / "results", started)
     return write_evidence(dest, root, made, {**facts, "results": results})
