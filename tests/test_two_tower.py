@@ -287,15 +287,28 @@ def test_pairs_file_npz(tmp_path):
 def test_pairs_file_errors_name_the_key(tmp_path, make, fragment):
     path = tmp_path / "pairs.npz"
     make(path)
-    data = {"source": "pairs_file", "path": str(path), "n_heldout": 5}
+    # The config check refuses a missing file before any job runs; the workload's
+    # own guard (for settings that reach it another way) is tested past that check.
+    settings = tt_settings(data={"source": "pairs_file", "path": __file__, "n_heldout": 5})
+    settings["data"]["path"] = str(path)
     with pytest.raises(tt.PairsFileError, match=PATH_KEY) as info:
-        tt.prepare_data(tt_settings(data=data), tmp_path / "out", 0)
+        tt.prepare_data(settings, tmp_path / "out", 0)
     assert fragment in str(info.value)
 
 
+def test_config_check_refuses_a_missing_pairs_file(tmp_path):
+    data = {"source": "pairs_file", "path": str(tmp_path / "absent.npz")}
+    with pytest.raises(tbconfig.ConfigError, match="does not exist"):
+        tt_settings(data=data)
+    with pytest.raises(tbconfig.ConfigError, match=f"{PATH_KEY}` is required"):
+        tt_settings(data={"source": "pairs_file"})
+
+
 def test_pairs_file_needs_a_path_and_a_known_suffix(tmp_path):
+    settings = tt_settings(data={"source": "pairs_file", "path": __file__})
+    settings["data"]["path"] = None
     with pytest.raises(tt.PairsFileError, match=f"{PATH_KEY}`: is required"):
-        tt.prepare_data(tt_settings(data={"source": "pairs_file"}), tmp_path, 0)
+        tt.prepare_data(settings, tmp_path, 0)
     (tmp_path / "pairs.csv").write_text("query,document\n")
     data = {"source": "pairs_file", "path": str(tmp_path / "pairs.csv")}
     with pytest.raises(tt.PairsFileError, match="neither .npz nor .parquet"):
