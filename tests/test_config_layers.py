@@ -96,3 +96,33 @@ def test_the_config_check_prints_the_repeats_each_workload_gets(tmp_path):
     ).stdout
     assert "repeats per workload" in out
     assert f"clip 4 [{override} (top level)]" in out
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_workflow_settles_repeats_as_the_config_check_says(tmp_path):
+    """Two --configfiles: the first sets image_cnn's own repeats, the second the top
+    level. The second decides, in snakemake as in the check (Snakemake's merged
+    overwrite_config as the last layer once let the first file's own entry win)."""
+    from helpers import copy_workflow, run_snakemake
+
+    workflow = copy_workflow(tmp_path / "wf")
+    (workflow / "config.yaml").write_text(
+        "seed: 0\ndevices: [cpu]\nworkloads:\n  image_cnn:\n    batch_sizes: [8]\n"
+    )
+    (workflow / "a.yaml").write_text("workloads:\n  image_cnn:\n    repeats: 4\n")
+    (workflow / "b.yaml").write_text("repeats: 2\n")
+    check = subprocess.run(
+        [sys.executable, "scripts/check_config.py", "config.yaml", "a.yaml", "b.yaml"],
+        cwd=workflow,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "image_cnn 2 [b.yaml (top level)]" in check
+    proc = run_snakemake(workflow, "-n", "--cores", "1", "--configfile", "a.yaml", "b.yaml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counts = dict(
+        line.split()[:2] for line in proc.stdout.splitlines() if line.startswith("run_cell ")
+    )
+    assert counts == {"run_cell": "2"}, proc.stdout
