@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
         "slows every number here); the load is kept either way",
     )
     parser.add_argument(
-        "--wait-max", type=float, default=1800, help="seconds --wait-load waits at most"
+        "--wait-max",
+        type=float,
+        default=1800,
+        help="seconds --wait-load waits at most, in all (before the start and the downstream)",
     )
     return parser
 
@@ -101,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
 def load_average() -> list[float]:
     """The 1, 5 and 15-minute load averages, rounded."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def _left(args: argparse.Namespace) -> float:
+    """Seconds of --wait-max not yet waited."""
+    until = getattr(args, "wait_until", None)
+    return args.wait_max if until is None else max(0.0, until - time.monotonic())
 
 
 def wait_for_load(limit: float, at_most: float, poll: float = 15.0) -> dict:
@@ -151,7 +160,7 @@ def measure_label(args: argparse.Namespace, argv: list[str] | None, tmp: Path) -
             raise SystemExit("downstream needs the cells' records as templates: do not skip cells")
         templates = load_templates(archives, record_dirs)
         # Our own cells just ran: their load decays before the downstream is timed.
-        waited = wait_for_load(args.wait_load, args.wait_max) if args.wait_load else None
+        waited = wait_for_load(args.wait_load, _left(args)) if args.wait_load else None
         load = load_average()
         run["downstream"] = measure_downstream(
             tree, tmp, templates, args.downstream_runs, cores=args.downstream_cores
@@ -175,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rerun = command_line(sys.argv[1:] if argv is None else argv)
     print(f"to rerun: {rerun}", flush=True)
-    waited = wait_for_load(args.wait_load, args.wait_max) if args.wait_load else None
+    args.wait_until = time.monotonic() + args.wait_max
+    waited = wait_for_load(args.wait_load, _left(args)) if args.wait_load else None
     tmp = Path(tempfile.mkdtemp(prefix="trainbench-overhead-"))
     try:
         run = measure_label(args, argv, tmp)
