@@ -129,6 +129,7 @@ def test_analysis_of_fake_runs():
     clean = found["clean"]
     assert clean["all"]["parity"] == "identical" and clean["all"]["decided_by"] == "bit-identical"
     assert clean["subsets"] == {"subsets": 10, "size": 3, "outcomes": {"identical": 10}}
+    assert clean["same_final"] == "5 of 5" and found["bf16"]["same_final"] == "5 of 5"
     for name in ("threads2", "bf16"):
         assert found[name]["all"]["parity"] == "pass", found[name]["all"]["rule"]
         assert found[name]["all"]["decided_by"] == "drift"

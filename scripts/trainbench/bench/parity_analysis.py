@@ -35,6 +35,7 @@ from ..tables import compact
 
 SUBSET = 3
 BASELINE, REFERENCE = "baseline", "reference"
+ORDER = ("clean", "threads2", "avx2", "bf16")  # then the faults by size
 RUN_FIELDS = ("status", "final_metric", "final_loss", "primary_metric", "numerics_status",
               "numerics_failed_ops", "error_class", "error_message", "autocast_dtype",
               "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "torch_threads")  # fmt: skip
@@ -146,6 +147,17 @@ def _tally(values: Iterable) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
 
 
+def same_final(base: Sequence[dict], device: Sequence[dict]) -> str:
+    """ "k of n": the ok pairs whose final metric and final loss equal the baseline's
+    bit for bit (the rule's ``identical`` reads the first reference steps' losses)."""
+    ok = {r.get("run_seed", r["rep"]): r for r in base if r["status"] == "ok"}
+    pairs = [(ok[r.get("run_seed", r["rep"])], r) for r in device
+             if r["status"] == "ok" and r.get("run_seed", r["rep"]) in ok]  # fmt: skip
+    same = sum(b.get("final_metric") == d.get("final_metric")
+               and b.get("final_loss") == d.get("final_loss") for b, d in pairs)  # fmt: skip
+    return f"{same} of {len(pairs)}"
+
+
 def _mean_seconds(runs: Sequence[dict]) -> float | None:
     values = [r["seconds"] for r in runs if r.get("seconds") is not None]
     return float(np.mean(values)) if values else None
@@ -163,7 +175,7 @@ def compare(runs: Sequence[dict], columns: Mapping[str, Mapping], settings: Pari
         mine = [r for r in runs if (r["workload"], r["batch_size"]) == (workload, bs)]
         base = [r for r in mine if r["column"] == BASELINE]
         refs = [r for r in mine if r["column"] == REFERENCE]
-        for name, column in columns.items():
+        for name, column in _ordered(columns):
             device = [r for r in mine if r["column"] == name]
             if name in (BASELINE, REFERENCE) or not device:
                 continue
@@ -175,12 +187,24 @@ def compare(runs: Sequence[dict], columns: Mapping[str, Mapping], settings: Pari
                 "first3": judge(_by_seed(base, first), _by_seed(device, first), refs, settings),
                 "subsets": subset_outcomes(base, device, refs, settings),
                 "canary": _tally(r.get("numerics_status") for r in device),
+                "same_final": same_final(base, device),
                 "seconds_per_run": _mean_seconds(device),
                 "errors": sorted({f"{r.get('error_class')}: {r.get('error_message')}"
                                   for r in device if r["status"] != "ok"}),
             }  # fmt: skip
             out.append(entry)
     return out
+
+
+def _ordered(columns: Mapping[str, Mapping]) -> list[tuple[str, Mapping]]:
+    """The columns in :data:`ORDER`, then the faults by size, then any other."""
+
+    def rank(item):
+        name, column = item
+        known = ORDER.index(name) if name in ORDER else len(ORDER)
+        return known, column.get("kind") != "fault", column.get("size") or 0.0, name
+
+    return sorted(columns.items(), key=rank)
 
 
 def cost(runs: Sequence[dict]) -> list[dict]:
@@ -266,7 +290,7 @@ def _row(c: Mapping) -> str:
         c["workload"], str(c["batch_size"]), c["column"], f"**{a['parity']}**" if
         a["parity"] == FAIL else a["parity"], f3["parity"], _subsets(c), _drift(a),
         a.get("precision") or "–", a["decided_by"], _num(a.get("metric_diff")),
-        _num(a.get("loss_diff"), True), c["canary"],
+        _num(a.get("loss_diff"), True), c.get("same_final", "–"), c["canary"],
         compact(c["seconds_per_run"]) if c["seconds_per_run"] else "–",
     ]  # fmt: skip
     return "| " + " | ".join(cells) + " |"
@@ -315,7 +339,7 @@ def _header(results: Mapping) -> list[str]:
             for i in runs
         ],  # fmt: skip
         "",
-        "Columns: " + "; ".join(f"`{n}` {c['describe']}" for n, c in results["columns"].items()),
+        "Columns: " + "; ".join(f"`{n}` {c['describe']}" for n, c in _ordered(results["columns"])),
         "",
         *[f"- {note}" for note in results.get("notes", [])],
         *([""] if results.get("notes") else []),
@@ -336,8 +360,8 @@ def render(results: dict) -> str:
         "",
         f"| workload | batch | column | {r}-repeat | 3-repeat | 3-of-{r} subsets | drift ratio "
         f"median [interval] ({r} repeats) | precision | decided by | metric diff | loss diff "
-        "| canary | s per run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| final bits equal | canary | s per run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *[_row(c) for c in results["comparisons"]],
         "",
         f"Outcomes by the report's rule: **fail** (detected; for a clean or benign column a "
@@ -347,7 +371,9 @@ def render(results: dict) -> str:
         "share runs). Drift ratio: the pairs' device error / envelope, median and interval "
         "(range below 5 pairs, 90% BCa bootstrap interval of the median from 5); ≤ 1 is "
         "within. Metric diff: mean paired final-metric difference (device − baseline); "
-        "loss diff: relative. Canary: the numerical canary's status in each run.",
+        "loss diff: relative. Final bits equal: pairs whose final metric and loss equal the "
+        "baseline's (the rule's *identical* compares the first reference steps' losses only). "
+        "Canary: the numerical canary's status in each run.",
         "",
         "## Cost per cell",
         "",
