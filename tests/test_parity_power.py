@@ -153,6 +153,16 @@ def test_analysis_of_fake_runs():
     assert "`python benchmarks/parity_power.py` at commit `abc`" in text
 
 
+def test_the_drift_window_sensitivity_cuts_the_losses():
+    results = parity_analysis.analyse(fake_results(), sensitivity_steps=[8])
+    (found,) = results["sensitivity"]
+    assert found["steps"] == 8 and found["summary"]["detected"]["fault3%"]["all"] == 1
+    assert {c["column"]: c["all"] for c in found["cells"]}["bf16"] == "pass"
+    assert parity_analysis.truncated([{"losses": [1.0, 2.0, 3.0]}], 2) == [{"losses": [1.0, 2.0]}]
+    text = parity_analysis.render(results)
+    assert "| fault3%: fail (detected) | 1/1, 1/1, 10/10 | 1/1, 1/1, 10/10 |" in text
+
+
 def test_a_benign_column_that_strays_fails_and_says_why():
     results = fake_results()
     for r in results["runs"]:

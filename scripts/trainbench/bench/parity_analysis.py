@@ -251,13 +251,40 @@ def summary(comparisons: Sequence[dict]) -> dict:
     return out
 
 
-def analyse(results: dict) -> dict:
-    """``results`` with its comparisons, cost and summary (re)computed from its runs."""
+def truncated(runs: Sequence[dict], steps: int) -> list[dict]:
+    """``runs`` with every run's and reference's losses cut to the first ``steps``: what
+    a reference of ``steps`` steps (``report.parity_reference.steps``) would have given
+    (the reference's step t does not depend on how many steps it runs)."""
+    return [{**r, "losses": (r.get("losses") or [])[:steps]} for r in runs]
+
+
+def sensitivity(results: Mapping, steps: Sequence[int]) -> list[dict]:
+    """The R-repeat and 3-repeat outcomes and the 3-of-R subsets of every column, with
+    the drift measured over the first ``steps`` steps instead of the configured number:
+    the same rule, only ``report.parity_reference.steps`` shorter."""
+    settings = ParitySettings.from_config(results["config"].get("parity"))
+    out = []
+    for k in steps:
+        found = compare(truncated(results["runs"], k), results["columns"], settings,
+                        results["repeats"])  # fmt: skip
+        out.append({"steps": int(k), "summary": summary(found), "cells": [
+            {key: c[key] for key in ("workload", "batch_size", "column")}
+            | {"all": c["all"]["parity"], "first3": c["first3"]["parity"],
+               "drift_median": c["all"].get("drift_median"),
+               "subsets": c["subsets"]["outcomes"]} for c in found]})  # fmt: skip
+    return out
+
+
+def analyse(results: dict, sensitivity_steps: Sequence[int] = ()) -> dict:
+    """``results`` with its comparisons, cost and summary (re)computed from its runs;
+    with ``sensitivity_steps``, the same at those shorter drift windows."""
     settings = ParitySettings.from_config(results["config"].get("parity"))
     results["comparisons"] = compare(results["runs"], results["columns"], settings,
                                      results["repeats"])  # fmt: skip
     results["cost"] = cost(results["runs"])
     results["summary"] = summary(results["comparisons"])
+    if sensitivity_steps:
+        results["sensitivity"] = sensitivity(results, sensitivity_steps)
     return results
 
 
@@ -375,6 +402,7 @@ def render(results: dict) -> str:
         "baseline's (the rule's *identical* compares the first reference steps' losses only). "
         "Canary: the numerical canary's status in each run.",
         "",
+        *_sensitivity_lines(results),
         "## Cost per cell",
         "",
         "| workload | batch | baseline run (s) | float64 reference (s) | runs | run seconds, total |",
@@ -386,6 +414,49 @@ def render(results: dict) -> str:
         ],  # fmt: skip
     ]
     return "\n".join(lines) + "\n"
+
+
+def _sensitivity_lines(results: Mapping) -> list[str]:
+    """How the outcomes move with a shorter drift window (``sensitivity``), if computed."""
+    found = results.get("sensitivity") or []
+    if not found:
+        return []
+    configured = results["config"]["parity_reference"]["steps"]
+    rows = [(configured, results["summary"])] + [(s["steps"], s["summary"]) for s in found]
+    names = [("clean_false_alarms", None)]
+    for n in rows[0][1]["benign_passes"]:
+        names += [("benign_passes", n), ("benign_false_alarms", n)]
+    names += [("detected", n) for n in rows[0][1]["detected"]]
+
+    def cell(total: Mapping, key: str, name: str | None) -> str:
+        f = total[key] if name is None else total[key].get(name)
+        if not f:
+            return "–"
+        return f"{f['all']}/{f['cells']}, {f['first3']}/{f['cells']}, {f['subsets']}/{f['subsets_total']}"
+
+    head = " | ".join(f"first {k} steps" + (" (configured)" if k == configured else "")
+                      for k, _ in rows)  # fmt: skip
+    label = {"clean_false_alarms": "clean: fail", "benign_false_alarms": "{}: fail",
+             "benign_passes": "{}: pass",
+             "detected": "{}: fail (detected)"}  # fmt: skip
+    return [
+        "## The drift window: the same rule over fewer steps",
+        "",
+        "Not the configured rule: the stored losses cut to the first k steps, as if "
+        "`report.parity_reference.steps` were k. Cells: fails at "
+        f"{results['repeats']} repeats / cells, at 3 (seeds 0–2) / cells, over the 3-of-"
+        f"{results['repeats']} subsets.",
+        "",
+        f"| column | {head} |",
+        "|---|" + "---|" * len(rows),
+        *[
+            f"| {label[key].format(name)} | "
+            + " | ".join(cell(t, key, name) for _, t in rows)
+            + " |"
+            for key, name in names
+        ],  # fmt: skip
+        "",
+    ]
 
 
 def _secs(x: float | None) -> str:

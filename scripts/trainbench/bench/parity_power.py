@@ -330,9 +330,14 @@ def json_load(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def save(out_json: str | Path, results: dict) -> None:
-    """(Re)apply the rule to ``results``' runs and write the JSON and its Markdown."""
-    analyse(results)
+SENSITIVITY_STEPS = (8, 16)
+ANALYSE_EVERY_S = 600.0
+
+
+def save(out_json: str | Path, results: dict, sensitivity: Sequence[int] = ()) -> None:
+    """(Re)apply the rule to ``results``' runs (and at the shorter drift windows
+    ``sensitivity``) and write the JSON and its Markdown."""
+    analyse(results, sensitivity)
     atomic_write_json(out_json, results)
     atomic_write_text(Path(out_json).with_suffix(".md"), render(results))
 
@@ -391,6 +396,7 @@ def run_benchmark(
         "runs": previous.get("runs", []),
     }
     lock = threading.Lock()
+    analysed = [time.perf_counter()]
     todo = [j for j in jobs if j not in done]
     log(f"{len(todo)} runs to go ({len(done)} already in {out_json}); work folder {workdir}")
     started = time.perf_counter()
@@ -399,7 +405,11 @@ def run_benchmark(
         with lock:
             results["runs"].append(row)
             invocation["wall_seconds"] = time.perf_counter() - started
-            save(out_json, results)
+            if time.perf_counter() - analysed[0] > ANALYSE_EVERY_S:  # the analysis takes a while
+                save(out_json, results)
+                analysed[0] = time.perf_counter()
+            else:
+                atomic_write_json(out_json, results)
             log(f"[{len(results['runs']) - len(done)}/{len(todo)}] {row['workload']} bs"
                 f"{row['batch_size']} {row['column']} rep{row['rep']}: {row['status']} metric "
                 f"{row.get('final_metric')} loss {row.get('final_loss')} canary "
@@ -408,12 +418,12 @@ def run_benchmark(
     run_jobs(config, todo, chosen, Path(workdir), options.workers, finished)
     invocation["finished"] = _now()
     invocation["wall_seconds"] = time.perf_counter() - started
-    save(out_json, results)
+    save(out_json, results, SENSITIVITY_STEPS)
     return results
 
 
-def rerender(results_json: str | Path) -> dict:
+def rerender(results_json: str | Path, sensitivity: Sequence[int] = SENSITIVITY_STEPS) -> dict:
     """Re-apply the rule to a results JSON's runs and rewrite it and its Markdown."""
     results = json_load(results_json)
-    save(results_json, results)
+    save(results_json, results, sensitivity)
     return results
