@@ -2,8 +2,10 @@
 #   make report   set up .venv (runtime only) and run the default matrix -> results/report.md
 #                 (CONFIG=configs/x.yaml: that config over config.yaml -> results/<run_name>/report.md)
 #   make test     add the test tools to .venv and run the fast test suite (starts no daemon)
-# More: make test-slow (every real-process test), make test-cluster (a real single-node
-# Slurm: installs and starts daemons, root only), make lint, make rerun-failed.
+# More: make test-isa (the fast suite with oneDNN capped at AVX2), make test-slow (every
+# real-process test), make test-browser (the HTML reports in a headless Chromium), make
+# test-cluster (a real single-node Slurm: installs and starts daemons, root only), make
+# lint, make rerun-failed.
 # A machine without network: make wheelhouse where the network is, then make
 # offline-setup there (docs/offline-install.md).
 PYTHON ?= python3
@@ -18,7 +20,7 @@ SNAKEMAKE_ARGS ?=
 # The offline install's folder of wheels (git-ignored).
 WHEELHOUSE ?= .whl
 
-.PHONY: setup report test test-slow test-cluster lint clean rerun-failed gpu-evidence evidence-check \
+.PHONY: setup report test test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check \
 	wheelhouse offline-setup
 
 # The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
@@ -51,9 +53,21 @@ report: $(RUNTIME)
 test: $(DEV)
 	$(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
 
-# Every test with real processes, signals and workflows, but no cluster.
+# The fast suite again with oneDNN capped at AVX2 (no AVX-512, no bf16 instructions), as
+# on a CPU without them: a cell or test that needs a kernel this lacks must become
+# `unavailable` or skip with the reason (trainbench.cpu_features), never crash.
+test-isa: $(DEV)
+	ONEDNN_MAX_CPU_ISA=AVX2 $(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
+
+# Every test with real processes, signals and workflows, but no cluster (nor browser).
 test-slow: $(DEV)
-	$(BIN)/pytest -m "slow and not cluster" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "slow and not cluster and not browser" $(PYTEST_ARGS)
+
+# The HTML reports (results/html/ and `snakemake --report`) in a real headless Chromium,
+# the machine's own (Debian's `chromium`), driven by Playwright, which downloads no
+# browser. Skips without one, unless TRAINBENCH_REQUIRE_BROWSER=1 (CI).
+test-browser: $(DEV)
+	$(BIN)/pytest -m browser $(PYTEST_ARGS)
 
 # Installs (apt) and starts a single-node Slurm with munge, MariaDB and slurmdbd on
 # this machine, runs the workflow through Snakemake's Slurm executor, then stops what

@@ -51,6 +51,8 @@ rule statistics:
         f"{RESULTS}/logs/statistics.log",
     conda:
         "../envs/trainbench.yaml"
+    # The speed tables' bootstraps beside the other tables (trainbench.stats.publish).
+    threads: 2
     params:
         devices=DEVICE_ORDER,
         baseline=config["report"]["baseline_device"],

@@ -6,33 +6,20 @@ from snakemake.exceptions import WorkflowError
 
 # rules/setup.smk put this checkout's scripts/ first on the path.
 from trainbench import config as tbconfig  # noqa: E402
+from trainbench.config_files import refusal_text, workflow_layers  # noqa: E402
 from trainbench.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
 from trainbench.workloads import info as registry_info  # noqa: E402
 
-
-def config_layers():
-    """The config as read: config.yaml, each --configfile over it, then --config."""
-    import yaml
-
-    files = ["config.yaml"] + [
-        str(p)
-        for p in workflow.configfiles
-        if Path(p).resolve() != Path("config.yaml").resolve()
-    ]
-    layers = []
-    for name in files:
-        with open(name) as fh:
-            layers.append((name, yaml.safe_load(fh)))
-    layers.append(("--config", workflow.config_settings.overwrite_config))
-    return layers
-
-
+# Every config file and --config, each already checked by rules/setup.smk.
+_CONFIG_LAYERS = workflow_layers(workflow.configfiles, workflow.config_settings.config)
 # Which repeats each workload gets: the last file that sets them decides (config.py).
-tbconfig.settle_inherited_keys(config, config_layers())
+tbconfig.settle_inherited_keys(
+    config, [(layer.name, layer.data) for layer in _CONFIG_LAYERS]
+)
 try:
     tbconfig.validate_config(config)
 except tbconfig.ConfigError as error:
-    raise WorkflowError(str(error)) from None
+    raise WorkflowError(refusal_text(str(error), _CONFIG_LAYERS)) from None
 
 
 # Paths inside the workflow's own tree (not the working directory).

@@ -1,6 +1,8 @@
 # Every figure family in one job, from the tables only (showyourwork's rule: compute
-# and plotting apart). One process imports matplotlib and seaborn once (~2 s a process
-# on a 2-core machine). Changing a figure never recomputes a table or retrains.
+# and plotting apart). The job imports matplotlib and pandas once (~1 s a process on a
+# 2-core machine), then draws the families side by side in processes forked from it,
+# one per thread: one job per family would pay those imports eight times. Changing a
+# figure never recomputes a table or retrains.
 
 
 rule figures:
@@ -57,5 +59,7 @@ rule figures:
         f"{RESULTS}/logs/figures.log",
     conda:
         "../envs/trainbench.yaml"
+    # Snakemake gives a job at most --cores threads.
+    threads: len(FIGURE_NAMES)
     script:
         "../scripts/figures.py"

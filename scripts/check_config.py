@@ -1,7 +1,8 @@
-"""Check config files before Snakemake starts: each file exists and is valid YAML
-(named with line and column), and their merge is a valid config, with the same
-short messages the workflow gives. `make report CONFIG="configs/x.yaml"` runs it;
-plain `snakemake --configfile` reports a missing or broken file itself.
+"""Check config files before Snakemake starts: each file on its own (readable, valid
+YAML, a mapping, each key once, the schema's structure), then their merge (values,
+the paths it names, your own model's entry), one line per problem naming the file,
+line, key and fix: the lines a plain `snakemake` refuses the same config with.
+`make report CONFIG="configs/x.yaml"` runs it first.
 
     python scripts/check_config.py config.yaml configs/gpu-smoke.yaml
 """

@@ -29,6 +29,7 @@ published = publish(
     baseline=snakemake.params.baseline,
     repeats=snakemake.params.repeats,
     parity=snakemake.params.parity,
+    workers=snakemake.threads,
 )
 paths = {Path(p).name: p for p in snakemake.output.tables}
 for name, frame in published.items():

@@ -36,7 +36,9 @@ render_report(
     index,
 )
 logging.info("wrote %s", index)
-write_html(index, snakemake.output.index_html, "trainbench report")
+# The index's links to the workload reports go to their HTML pages.
+pages = dict(zip(snakemake.output.workload_reports, snakemake.output.workload_html, strict=True))
+write_html(index, snakemake.output.index_html, "trainbench report", pages)
 for workload, source, page in zip(
     snakemake.params.workloads,
     snakemake.output.workload_reports,

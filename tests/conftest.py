@@ -13,6 +13,42 @@ SCRIPTS = REPO_ROOT / "scripts"
 if str(SCRIPTS) not in sys.path:  # the package is installed editable; this is a safety net
     sys.path.insert(0, str(SCRIPTS))
 
+# Tiny modules of each kernel kind a test may need under CPU autocast; the marker
+# ``@pytest.mark.cpu_autocast("bfloat16", "LSTM")`` probes them with the workloads'
+# own detection (trainbench.cpu_features) and skips with its one-line reason.
+_PROBE_MODULES = {
+    "LSTM": lambda nn: nn.LSTM(8, 8, batch_first=True),
+    "GRU": lambda nn: nn.GRU(8, 8, batch_first=True),
+    "Linear": lambda nn: nn.Linear(8, 8),
+    "Conv2d": lambda nn: nn.Conv2d(3, 4, 3),
+    "MultiheadAttention": lambda nn: nn.MultiheadAttention(8, 2, batch_first=True),
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cpu_autocast(dtype, *kernels): needs these kernels under CPU autocast in dtype; "
+        "skips with the reason where this CPU (or ONEDNN_MAX_CPU_ISA) cannot run them",
+    )
+
+
+def cpu_autocast_skip_reason(dtype: str, kernels: tuple[str, ...]) -> str | None:
+    """Why this CPU cannot run ``kernels`` under CPU autocast in ``dtype``, or None."""
+    from torch import nn
+    from trainbench.cpu_features import autocast_unavailable
+
+    model = nn.ModuleList([_PROBE_MODULES[k](nn) for k in kernels])
+    return autocast_unavailable(model, dtype)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("cpu_autocast"):
+        reason = cpu_autocast_skip_reason(mark.args[0], tuple(mark.args[1:]))
+        if reason:
+            pytest.skip(reason)
+
+
 _SMALL_CONFIG = {
     "seed": 0,
     "repeats": 1,

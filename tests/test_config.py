@@ -190,6 +190,10 @@ def test_mnist_idx_existing_path_is_accepted(schema_defaults_config, tmp_path):
         "source": "mnist_idx",
         "path": str(tmp_path),
     }
+    with pytest.raises(ConfigError, match=r"holds no t10k-images-idx3-ubyte\(\.gz\), t10k-l"):
+        validate_config(copy.deepcopy(schema_defaults_config))
+    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte"):
+        (tmp_path / name).write_bytes(b"")
     validate_config(schema_defaults_config)
 
 
@@ -411,7 +415,7 @@ def test_more_threads_than_cores_can_be_allowed_for_bigger_cluster_nodes(schema_
 
 
 def test_config_files_name_the_yaml_error_line(tmp_path):
-    from trainbench.config_checks import config_file_problems
+    from trainbench.config_files import config_file_problems
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("seed: 0\nrepeats: [1\nworkloads: {}\n")

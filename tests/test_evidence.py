@@ -100,6 +100,34 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
     ]
 
 
+def test_evidence_depends_only_on_the_workloads_it_ran(tmp_path):
+    root = tmp_path / "root"
+    for rel in ("scripts/trainbench/training.py", "scripts/trainbench/workloads/image_cnn.py",
+                "scripts/trainbench/workloads/text_multilabel.py",
+                "scripts/trainbench/textdata/proposals.py", "config.yaml"):  # fmt: skip
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    folder = root / "docs" / "measured" / "cnn"
+    made = Made(["make", "gpu-evidence"], 1.0, "abc123", ["config.yaml"], ["image_cnn"])
+    meta = write_evidence(folder, root, made, {})
+    assert meta["workloads"] == ["image_cnn"]
+    assert "scripts/trainbench/textdata/proposals.py" not in meta["measurement_code"]
+    (root / "scripts/trainbench/textdata/proposals.py").write_text("# another generator\n")
+    (root / "scripts/trainbench/workloads/text_multilabel.py").write_text("# changed\n")
+    (root / "scripts/trainbench/workloads/clip.py").write_text("# a new workload\n")
+    assert stale_files(folder, root) == []
+    (root / "scripts/trainbench/workloads/image_cnn.py").write_text("# changed\n")
+    (root / "scripts/trainbench/training.py").write_text("# changed\n")
+    assert stale_files(folder, root) == [
+        "scripts/trainbench/training.py",
+        "scripts/trainbench/workloads/image_cnn.py",
+    ]
+    # evidence made without the list depends on every workload's code
+    everything = write_evidence(root / "docs" / "measured" / "all", root, Made(
+        ["x"], 1.0, "abc123", []), {})  # fmt: skip
+    assert "scripts/trainbench/textdata/proposals.py" in everything["measurement_code"]
+
+
 def test_the_readme_check_fails_until_the_readme_names_the_changed_code(tmp_path, capsys):
     root = _fake_root(tmp_path)
     readme = root / "README.md"

@@ -20,7 +20,15 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.text import Text
 from trainbench import figures
-from trainbench.figures import FIGURE_NAMES, FIGURES, device_color, device_order, style
+from trainbench.figures import (
+    DRAW_ORDER,
+    FIGURE_NAMES,
+    FIGURES,
+    device_color,
+    device_order,
+    draw_figures,
+    style,
+)
 from trainbench.figures import epoch_time as epoch_time_module
 from trainbench.figures import matmul as matmul_module
 from trainbench.figures import speedup as speedup_module
@@ -302,6 +310,27 @@ def test_figure_renders_valid_byte_stable_png(tables, first_renders, tmp_path, n
     assert first.read_bytes() == second.read_bytes(), "same input gave different bytes"
     assert png_text_chunks(first) == [], "PNG carries metadata (software/time)"
     assert sorted(p.name for p in first.parent.iterdir()) == [f"{name}.png"], "temp file left"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_families_drawn_side_by_side_give_the_same_bytes(tables, first_renders, tmp_path, workers):
+    """draw_figures (the figures job): every family in forked processes, each the bytes
+    it gives drawn alone, each reported once written."""
+    assert sorted(DRAW_ORDER) == sorted(FIGURE_NAMES)
+    paths = {name: tmp_path / f"{name}.png" for name in FIGURE_NAMES}
+    written = []
+    draw_figures(tables, paths, workers=workers, done=lambda n, p: written.append(n), dpi=DPI)
+    assert sorted(written) == sorted(FIGURE_NAMES)
+    for name, path in paths.items():
+        assert path.read_bytes() == first_renders[name].read_bytes(), name
+
+
+def test_a_family_that_fails_in_a_forked_process_fails_the_job(tables, tmp_path):
+    paths = {name: tmp_path / f"{name}.png" for name in ("loss", "memory")}
+    with pytest.raises(TypeError, match="colour"):
+        draw_figures(tables, paths, workers=2, colour="red")
+    with pytest.raises(KeyError, match="nope"):
+        draw_figures(tables, {"nope": tmp_path / "x.png"}, workers=2)
 
 
 def test_tables_read_back_from_csv_give_the_same_figures(tables, first_renders, tmp_path):

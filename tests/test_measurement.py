@@ -186,9 +186,12 @@ def test_the_loop_reports_the_cold_pass_apart_and_calibrates_warm_passes():
     evaluation = result["eval"]
     assert evaluation["passes"][0]["cold"] is True
     assert evaluation["cold_seconds"] >= 0.3
-    # one warm per-epoch pass (0.02 s) was not enough: calibration passes followed
-    assert evaluation["warm"]["passes"] >= 5
-    assert evaluation["warm"]["seconds"] >= 0.1
+    # one warm per-epoch pass (0.02 s) was not enough: calibration passes followed, and
+    # stopped at the first that filled the 0.1 s window (a loaded machine sleeps longer
+    # than asked, so the count alone is not fixed: 4 passes of 0.026 s fill it)
+    warm = [p["seconds"] for p in evaluation["passes"] if not p["cold"]]
+    assert evaluation["warm"]["passes"] == len(warm) >= 2
+    assert sum(warm[:-1]) < 0.1 <= sum(warm) == pytest.approx(evaluation["warm"]["seconds"])
     assert evaluation["samples_per_s"] > 10 / 0.1  # not dragged down by the 0.3 s cold pass
     assert [e["eval_cold"] for e in result["epochs"]] == [True, False]
 

@@ -15,6 +15,7 @@ from helpers import REPO, backend_available, tiny_config
 from trainbench import config as tbconfig
 from trainbench import launcher
 from trainbench.aggregate import build_tables, load_records
+from trainbench.loss_tables import loss_tables, read_references
 from trainbench.records import RecordError, read_record, validate_record
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -183,13 +184,32 @@ def test_synthetic_records_are_valid_and_aggregate(tmp_path):
         templates += [(f"made:{workload}:failed", _not_ok(base, "failed"))]
 
     config = synthetic.synthetic_config()
-    counts = synthetic.write_synthetic_records(tmp_path, config, templates)
+    counts, references = synthetic.write_synthetic_records(tmp_path, config, templates)
     assert counts == {"failed": 40, "ok": 710, "unavailable": 250}
     paths = sorted((tmp_path / "results" / "runs").glob("*/*/bs*/rep*/metrics.json"))
     assert len(paths) == 1000
     records, skipped = load_records(paths)  # every one valid against the record schema
     assert not skipped
     tables = build_tables(records)
+    # Per-step losses of the cell's length; a float64 reference for every repeat of the
+    # baseline (cpu-t1) of each training workload: 4 workloads x 6 batch sizes x 10.
+    training = [r for _, r in records if r["status"] == "ok" and r["result"]["kind"] == "training"]
+    for record in training:
+        result = record["result"]
+        losses = result["steps"]["losses"]
+        assert len(losses) == result["settings"]["epochs"] == len(result["epochs"])
+        assert {len(e) for e in losses} == {result["settings"]["steps_per_epoch"]}
+        assert sum(map(len, result["steps"]["seconds"])) == len(result["steps"]["samples"])
+        assert result["epochs"][-1]["train_loss"] == result["task"]["final_loss"]
+    bs8 = next(r for r in training if r["cell"]["batch_size"] == 8)["result"]
+    bs256 = next(r for r in training if r["cell"]["batch_size"] == 256)["result"]
+    assert bs8["settings"]["steps_per_epoch"] == 32 * bs256["settings"]["steps_per_epoch"]
+    refs = sorted((tmp_path / "results" / "references").glob("*/bs*/rep*/reference.json"))
+    assert references == len(refs) == 240
+    tables.update(loss_tables(records, read_references(refs)))
+    assert (tables["references"]["status"] == "ok").all()
+    assert tables["references"]["steps"].max() == 32  # fewer where an epoch is shorter
+    assert set(tables["step_losses"]["kind"]) == {"run", "reference"}
     runs = tables["runs"]
     assert set(runs["workload"]) == set(config["workloads"])
     assert set(runs["device"]) == {"cpu-t1", "cpu-t2", "mps", "cuda"}, "one machine"
@@ -238,3 +258,34 @@ def test_readme_section_comes_from_the_json_and_leaves_other_sections(tmp_path):
     assert "Theirs." in text and "## Later\n\nAlso theirs." in text
     assert "2.50 s (met)" in text and "4.25" not in text
     assert "40.00 s (not met)" in text
+
+
+def test_readme_section_names_the_command_and_the_load(tmp_path):
+    result = _result(2.5)
+    run = result["runs"]["before"]
+    run.update(load_average_at_start=[0.42, 0.3, 0.2], load_average_at_end=[1.5, 0.9, 0.5])
+    run["downstream"].update(command="snakemake --cores 2 results/report.md", cores=2)
+    run["downstream"]["load_average_at_start"] = [0.8, 0.5, 0.3]
+    text = render.markdown_section(result)
+    assert ".venv/bin/python benchmarks/workflow_overhead.py --label before" in text
+    assert "`snakemake --cores 2 results/report.md`" in text
+    assert "1-minute load average at the start 0.42" in text
+    assert "when the downstream runs began 0.8, at the end 1.5" in text
+
+
+def test_the_rerun_command_leaves_out_the_output_and_quotes_values():
+    line = render.command_line(["--label", "x", "--output", "/tmp/o.json", "--note", "a b"])
+    assert line == ".venv/bin/python benchmarks/workflow_overhead.py --label x --note 'a b'"
+
+
+def test_wait_for_load_waits_until_the_load_is_below_the_limit(monkeypatch):
+    clock = {"t": 0.0}
+    # The load falls below 1 after 45 s of waiting.
+    load = lambda: (3.0 if clock["t"] < 45 else 0.5, 1.0, 1.0)  # noqa: E731
+    monkeypatch.setattr(measure.os, "getloadavg", load)
+    monkeypatch.setattr(measure.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(measure.time, "sleep", lambda s: clock.update(t=clock["t"] + s))
+    assert measure.wait_for_load(1.0, at_most=600) == {"limit": 1.0, "waited_s": 45.0, "met": True}
+    clock["t"] = 0.0
+    monkeypatch.setattr(measure.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    assert measure.wait_for_load(1.0, at_most=30)["met"] is False

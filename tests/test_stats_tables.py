@@ -145,6 +145,23 @@ def test_csv_round_trip_gives_the_same_tables():
         pd.testing.assert_frame_equal(a[name], b[name], check_dtype=False)
 
 
+def test_tables_computed_side_by_side_are_the_same_tables():
+    """publish(workers=2) (the statistics job: speed and memory tables in a forked
+    process) gives every table as one process does, bootstraps included."""
+    five = [100.0, 104.0, 98.0, 101.0, 103.0]
+    rows = cell("w", "cpu", 8, five, memory_peak_bytes=2 * 1024**3)
+    rows += cell("w", "cuda", 8, [3 * x for x in five], final_metric=0.9, final_loss=1.0)
+    rows += cell("w", "cuda", 16, [300.0, 310.0, 305.0])
+    rows += [run("w", "mps", 8, 0, status="failed", error_class="oom")]
+    runs = frame(rows)
+    one_process = stats.publish({"runs": runs}, {"w": ["cpu", "cuda", "mps"]})
+    assert one_process["speedup"]["interval"].str.contains("BCa|percentile").any()
+    side_by_side = stats.publish({"runs": runs}, {"w": ["cpu", "cuda", "mps"]}, workers=2)
+    assert tuple(side_by_side) == stats.PUBLISHED_TABLES
+    for name, table in one_process.items():
+        pd.testing.assert_frame_equal(table, side_by_side[name], obj=name)
+
+
 def test_empty_inputs_give_every_table_with_its_columns():
     for inputs in ({}, {"runs": pd.DataFrame(), "epochs": pd.DataFrame()}):
         out = stats.publish(inputs, {})

@@ -111,7 +111,7 @@ def test_documents_have_the_required_parts(mixed):
         assert len(people) >= 2
         listed = re.findall(r"^Objective (\d+):", text, re.MULTILINE)
         assert listed == [str(k) for k in range(1, len(listed) + 1)] and len(listed) >= 2
-        assert re.search(r"Objective \d+ \w+ to Standard|Standard \d\.\d", text)
+        assert re.search(r"Objective \d+ [a-z ]+ Standard [A-Z]\b|Standard [A-Z] is met", text)
         assert len(re.findall(r"\b\d{4}\b", text)) >= 4  # two phases, a start and an end each
         assert not re.search(r"\b(error|inconsisten\w*|mismatch\w*|wrong)\b", text, re.I)
 
@@ -176,6 +176,13 @@ def test_checker_reads_month_first_dates():
     text = BASE.replace("12 March 2024", "March 12, 2024").replace("1 July 2024", "July 1, 2024")
     assert not check_proposal(text)["date_inconsistency"]
     assert check_proposal(text.replace("July 1, 2024", "June 1, 2024"))["date_inconsistency"]
+
+
+def test_checker_reads_month_only_dates():
+    text = BASE.replace("12 March 2024", "March 2024").replace("1 July 2024", "July 2024")
+    assert not check_proposal(text)["date_inconsistency"]
+    assert check_proposal(text.replace("July 2024", "June 2024"))["date_inconsistency"]
+    assert check_proposal(text.replace("July 2024", "March 2024"))["date_inconsistency"]
 
 
 def test_bad_label_frequencies_name_the_key():

@@ -19,6 +19,7 @@ from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench import training
 from trainbench.context import RunContext
+from trainbench.cpu_features import cpu_flags
 from trainbench.devices import get_device
 from trainbench.launcher import run_cell
 from trainbench.records import read_record
@@ -628,6 +629,7 @@ def test_cpu_cell_through_the_launcher(tmp_path):
     assert result["verification"]["all_on_device"] is True
 
 
+@pytest.mark.cpu_autocast("bfloat16", "LSTM")
 def test_bf16_autocast_learns_as_well_as_float32(tmp_path):
     """A tiny two_tower trained in process twice from the same seed, in float32 and under
     CPU bf16 autocast: with the similarities and the loss in float32, bf16 reaches about
@@ -655,3 +657,37 @@ def test_bf16_autocast_learns_as_well_as_float32(tmp_path):
     fp32, bf16 = results["off"]["task"]["best"], results["bf16"]["task"]["best"]
     assert fp32 > 10 * chance, (fp32, chance)
     assert bf16 > 10 * chance and abs(bf16 - fp32) < 0.25 * fp32, (bf16, fp32, chance)
+
+
+@pytest.mark.skipif(
+    "avx2" not in cpu_flags()[0], reason="ONEDNN_MAX_CPU_ISA=AVX2 needs an x86 CPU with AVX2"
+)
+def test_bf16_cell_without_the_lstm_kernel_is_an_unavailable_record(tmp_path, monkeypatch):
+    """A real child with oneDNN capped at AVX2 (no bf16 instructions): the two_tower
+    cell under CPU bf16 autocast is recorded ``unavailable`` with the probe's one line
+    (dtype, kernel, instruction set), not a crash inside oneDNN's LSTM."""
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    wl = {"batch_sizes": [32], "epochs": 1, "warmup_steps": 1, "mine_schedule": "0-99:none",
+          "data": {"n_train": 128, "n_heldout": 32, "vocab_size": 100, "topics": 4},
+          "model": {"embedding_dim": 8, "hidden_dim": 8, "output_dim": 8}}  # fmt: skip
+    config = tbconfig.validate_config(
+        tiny_config(
+            devices=["cpu"],
+            device_settings={"cpu": {"threads": 1, "autocast": "bf16"}},
+            workloads={"two_tower": wl},
+        )
+    )
+    tt.prepare_data(config["workloads"]["two_tower"], tmp_path / "data", config["seed"])
+    spec = tbconfig.cell_spec(
+        config, tbconfig.Cell("two_tower", "cpu", 32, 0), str(tmp_path / "data")
+    )
+    run_cell(spec, tmp_path / "metrics.json", tmp_path / "cell.log")
+    record = read_record(tmp_path / "metrics.json")
+    assert record["status"] == "unavailable", record.get("error")
+    assert record["reason"].startswith("CPU autocast bfloat16 unavailable: LSTM fails under it (")
+    assert "oneDNN capped at AVX2 by ONEDNN_MAX_CPU_ISA" in record["reason"]
+    assert "\n" not in record["reason"]
+    env = record["environment"]  # the ISA found is in the record's environment
+    assert env["device"]["isa"]["onednn_max_cpu_isa"] == "AVX2"
+    assert env["behaviour_variables"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert "avx2" in env["cpu_precision_flags"]

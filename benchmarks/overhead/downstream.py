@@ -14,10 +14,10 @@ import yaml
 from trainbench.tree import copy_workflow
 
 from .synthetic import synthetic_config, write_synthetic_records
-from .trace import job_phases, read_trace, snakemake_fixed
+from .trace import idle_between_jobs, job_phases, read_trace, snakemake_fixed
 from .workflow import median, snakemake, tracer_dir, workflow_env
 
-CELL_RULES = ("run_cell", "prepare_data", "plan_round")
+CELL_RULES = ("run_cell", "run_reference", "prepare_data", "plan_round")
 
 
 def _records(workdir: Path) -> list[Path]:
@@ -26,8 +26,9 @@ def _records(workdir: Path) -> list[Path]:
 
 def _prepare_data(workdir: Path, config: dict) -> None:
     """Build the data sets the records' cells read (for real, through the workflow),
-    then make every record newer than them: Snakemake then sees the cells as up to
-    date, as after a real run, and runs only what follows them."""
+    then make every record newer than them, and every reference newer than its records:
+    Snakemake then sees the cells and references as up to date, as after a real run,
+    and runs only what follows them."""
     from trainbench import config as tbconfig
     from trainbench.workloads import info
 
@@ -41,6 +42,9 @@ def _prepare_data(workdir: Path, config: dict) -> None:
     now = time.time()
     for path in _records(workdir):
         os.utime(path, (now, now))
+    # A reference is made from its repeat's records: newer than them.
+    for path in (workdir / "results" / "references").glob("*/bs*/rep*/reference.json"):
+        os.utime(path, (now + 1, now + 1))
 
 
 def _clean_downstream(workdir: Path) -> None:
@@ -65,35 +69,38 @@ def _per_rule_sums(jobs: list[dict]) -> dict[str, dict]:
     }
 
 
-def _job_totals(jobs: list[dict]) -> dict:
-    """One run's jobs summed, and Snakemake's time between them."""
+def _job_totals(jobs: list[dict], procs: dict[int, dict]) -> dict:
+    """One run's jobs summed, and Snakemake's time between them (no job running)."""
     return {
         key: sum(j[key] for j in jobs) for key in ("start_imports_s", "work_s", "process_s")
-    } | {
-        "jobs": len(jobs),
-        "between_jobs_s": sum(j["snakemake_gap_s"] for j in jobs[1:]),
-    }
+    } | {"jobs": len(jobs), "between_jobs_s": idle_between_jobs(procs)}
 
 
 def measure_downstream(
-    tree: Path, tmp: Path, templates: list[tuple[str, dict]], runs: int, log=print
+    tree: Path,
+    tmp: Path,
+    templates: list[tuple[str, dict]],
+    runs: int,
+    cores: int | None = None,
+    log=print,
 ) -> dict:
-    """``runs`` timed runs of ``snakemake --cores 1 results/report.md`` over synthetic
-    records made from ``templates``, every cell up to date: wall times, Snakemake's fixed
-    costs, and the jobs' phases in total and per rule."""
+    """``runs`` timed runs of ``snakemake --cores N results/report.md`` (N: ``cores``,
+    default every core) over synthetic records made from ``templates``, every cell and
+    reference up to date: wall times, Snakemake's fixed costs, and the jobs' phases in
+    total and per rule."""
+    cores = cores or os.cpu_count() or 1
+    command = ["--cores", str(cores), "results/report.md"]
     tracer = tracer_dir(tmp)
     workdir = copy_workflow(tree, tmp / "downstream")
     config = synthetic_config()
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    counts = write_synthetic_records(workdir, config, templates)
+    counts, references = write_synthetic_records(workdir, config, templates)
     _prepare_data(workdir, config)
     walls, fixed, per_rule, totals, without_startup = [], [], defaultdict(list), [], []
     for run in range(runs):
         _clean_downstream(workdir)
         trace = tmp / f"downstream-{run}.jsonl"
-        wall, _ = snakemake(
-            workdir, "--cores", "1", "results/report.md", env=workflow_env(workdir, tracer, trace)
-        )
+        wall, _ = snakemake(workdir, *command, env=workflow_env(workdir, tracer, trace))
         procs = read_trace(trace)
         jobs = job_phases(procs)
         if any(job["rule"] in CELL_RULES for job in jobs):
@@ -104,12 +111,15 @@ def measure_downstream(
             without_startup.append(wall - fixed[-1]["startup_s"])
         for rule, sums in _per_rule_sums(jobs).items():
             per_rule[rule].append(sums)
-        totals.append(_job_totals(jobs))
+        totals.append(_job_totals(jobs, procs))
         log(f"downstream run {run + 1}/{runs}: {len(jobs)} jobs in {wall:.1f} s")
     keys = ["job_wall_s", "snakemake_gap_s", "start_imports_s", "work_s", "process_s"]
     return {
+        "command": " ".join(["snakemake", *command]),
+        "cores": cores,
         "records": sum(counts.values()),
         "records_by_status": counts,
+        "references": references,
         "config": config,
         "runs": runs,
         "wall_s": median(walls),

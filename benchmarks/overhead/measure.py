@@ -12,9 +12,12 @@ Two measurements, both through the real ``snakemake`` in a copy of the workflow:
   Per-cell overhead = cell wall time - the cell's own work.
 - **downstream**: 1,000 synthetic records, made from real records (the test
   records in ``tests/data/cpu-records.tgz`` and the cells run above) with
-  their device, batch size, repeat and values varied; their data sets are built
-  and the records made newer, so the cells are up to date as after a real run;
-  then ``snakemake --cores 1 results/report.md`` runs only the rules after them.
+  their device, batch size, repeat and values varied, each training record with
+  its per-step losses, and the float64 reference of every repeat parity needs;
+  their data sets are built and the records made newer, so the cells and
+  references are up to date as after a real run; then
+  ``snakemake --cores N results/report.md`` (N: every core, ``--downstream-cores``)
+  runs only the rules after them.
 
 Also ``python -X importtime`` of the imports each process pays, and Snakemake's
 own start-up (``snakemake --version``). Results go to one
@@ -31,12 +34,13 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .cells import measure_cells
 from .downstream import measure_downstream
 from .facts import machine_facts, tree_facts
-from .render import GOALS, markdown_section, update_readme
+from .render import GOALS, command_line, markdown_section, update_readme
 from .startup import measure_imports, measure_snakemake_start
 from .synthetic import load_templates
 from .workflow import REPO, export_tree
@@ -61,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cell-repeats", type=int, default=5, help="repeats of each cell per run")
     parser.add_argument("--cell-runs", type=int, default=3, help="snakemake runs of the cells")
     parser.add_argument("--downstream-runs", type=int, default=3)
+    parser.add_argument(
+        "--downstream-cores",
+        type=int,
+        help="snakemake --cores of the downstream runs (default: every core of the machine)",
+    )
     parser.add_argument("--import-reps", type=int, default=5)
     parser.add_argument(
         "--skip", choices=["cells", "downstream", "imports"], action="append", default=[]
@@ -76,7 +85,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--render", action="store_true", help="only write the README section from the JSON"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary workflow copies")
+    parser.add_argument(
+        "--wait-load",
+        type=float,
+        metavar="L",
+        help="first wait until the 1-minute load average is below L (others' work "
+        "slows every number here); the load is kept either way",
+    )
+    parser.add_argument(
+        "--wait-max", type=float, default=1800, help="seconds --wait-load waits at most"
+    )
     return parser
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15-minute load averages, rounded."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def wait_for_load(limit: float, at_most: float, poll: float = 15.0) -> dict:
+    """Wait until the 1-minute load average is below ``limit`` (at most ``at_most``
+    seconds); what was waited and the load when measuring began."""
+    t0 = time.monotonic()
+    while os.getloadavg()[0] >= limit and time.monotonic() - t0 < at_most:
+        print(f"load {load_average()} >= {limit:g}: waiting ...", flush=True)
+        time.sleep(poll)
+    below = os.getloadavg()[0] < limit
+    if not below:
+        print(f"load still {load_average()} after {at_most:g} s: measuring anyway", flush=True)
+    return {"limit": limit, "waited_s": round(time.monotonic() - t0, 1), "met": below}
 
 
 def render_only(output: Path, result: dict, readme: Path) -> None:
@@ -95,7 +132,7 @@ def measure_label(args: argparse.Namespace, argv: list[str] | None, tmp: Path) -
     run: dict = {
         "tree": tree_facts(tree, args.rev),
         "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_average_at_start": load_average(),
         "argv": sys.argv[1:] if argv is None else argv,
     }
     if args.note:
@@ -113,8 +150,16 @@ def measure_label(args: argparse.Namespace, argv: list[str] | None, tmp: Path) -
         if not record_dirs:
             raise SystemExit("downstream needs the cells' records as templates: do not skip cells")
         templates = load_templates(archives, record_dirs)
-        run["downstream"] = measure_downstream(tree, tmp, templates, args.downstream_runs)
-    run["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        # Our own cells just ran: their load decays before the downstream is timed.
+        waited = wait_for_load(args.wait_load, args.wait_max) if args.wait_load else None
+        load = load_average()
+        run["downstream"] = measure_downstream(
+            tree, tmp, templates, args.downstream_runs, cores=args.downstream_cores
+        )
+        run["downstream"]["load_average_at_start"] = load
+        if waited:
+            run["downstream"]["waited_for_load"] = waited
+    run["load_average_at_end"] = load_average()
     return run
 
 
@@ -128,9 +173,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         render_only(output, result, args.readme)
         return 0
+    rerun = command_line(sys.argv[1:] if argv is None else argv)
+    print(f"to rerun: {rerun}", flush=True)
+    waited = wait_for_load(args.wait_load, args.wait_max) if args.wait_load else None
     tmp = Path(tempfile.mkdtemp(prefix="trainbench-overhead-"))
     try:
         run = measure_label(args, argv, tmp)
+        if waited:
+            run["waited_for_load"] = waited
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -153,4 +203,5 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_readme:
         update_readme(args.readme, markdown_section(result))
         print(f"updated {args.readme}")
+    print(f"to rerun: {rerun}")
     return 0

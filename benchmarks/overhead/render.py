@@ -26,10 +26,20 @@ def _describe(run: dict) -> str:
     code = f"commit `{tree['commit'][:10]}`" if tree.get("commit") else f"`{tree.get('source')}`"
     if tree.get("dirty"):
         code += " plus uncommitted changes"
-    return code + (f" ({run['note']})" if run.get("note") else "")
+    code += f" ({run['note']})" if run.get("note") else ""
+    loads = [
+        f"{what} {load[0]:g}"
+        for what, load in (
+            ("at the start", run.get("load_average_at_start")),
+            ("when the downstream runs began", _dig(run, "downstream", "load_average_at_start")),
+            ("at the end", run.get("load_average_at_end")),
+        )
+        if load
+    ]
+    return code + (f"; 1-minute load average {', '.join(loads)}" if loads else "")
 
 
-def _command(argv: list[str]) -> str:
+def command_line(argv: list[str]) -> str:
     """A label's command as one would rerun it: the default output, quoted values."""
     shown, skip = [], False
     for arg in argv:
@@ -48,7 +58,7 @@ def markdown_section(result: dict) -> str:
     records = next((_dig(runs[x], "downstream", "records") for x in reversed(labels)), None)
     lines = [
         *_intro_lines(result, labels, records),
-        *_table_lines(runs, labels, result["goals"], records),
+        *_table_lines(runs, labels, result["goals"], records, _downstream_command(runs, labels)),
         *_method_lines(runs, labels),
         *_slurm_lines(runs, labels),
     ]
@@ -75,7 +85,7 @@ def _intro_lines(result: dict, labels: list[str], records: int | None) -> list[s
         "also holds each repetition, per-rule times and the slowest imports.",
         "",
         "```bash",
-        *(_command(runs[x]["argv"]) for x in labels),
+        *(command_line(runs[x]["argv"]) for x in labels),
         "```",
         "",
         *(f"- {x}: {_describe(runs[x])}" for x in labels),
@@ -84,7 +94,7 @@ def _intro_lines(result: dict, labels: list[str], records: int | None) -> list[s
 
 
 # The table's rows after the header: (title, goal key or None, path into a label's run).
-# A title holding "{records}" names the downstream record count.
+# A title holding "{records}" names the downstream record count, "{command}" its command.
 TABLE_ROWS: tuple[tuple[str, str | None, tuple], ...] = (
     ("**per-cell overhead** (cell wall time − its own work)", "per_cell_overhead_s",
      ("cells", "all", "overhead_s")),
@@ -105,21 +115,32 @@ TABLE_ROWS: tuple[tuple[str, str | None, tuple], ...] = (
     ("Snakemake with nothing to do (parse, DAG, file checks)", None,
      ("cells", "snakemake_noop_s")),
     ("**aggregate + tables + figures + reports**, {records} records, "
-     "`snakemake --cores 1 results/report.md`", "downstream_s", ("downstream", "wall_s")),
+     "`{command}`", "downstream_s", ("downstream", "wall_s")),
     ("the same without Snakemake's own start-up (each run's, from the trace)", "downstream_s",
      ("downstream", "wall_without_snakemake_startup_s")),
     ("– Snakemake's start-up: imports and executor plugins, until it reads the Snakefile", None,
      ("downstream", "snakemake_fixed", "startup_s")),
     ("– Snakemake parses the Snakefile and builds the DAG of the up-to-date cells", None,
      ("downstream", "snakemake_fixed", "parse_and_dag_s")),
-    ("– Snakemake between the jobs", None, ("downstream", "jobs", "between_jobs_s")),
-    ("– the jobs' Python start and imports", None, ("downstream", "jobs", "start_imports_s")),
-    ("– the jobs' work", None, ("downstream", "jobs", "work_s")),
+    ("– Snakemake between the jobs (no job running)", None,
+     ("downstream", "jobs", "between_jobs_s")),
+    ("– the jobs' Python start and imports (summed over the jobs)", None,
+     ("downstream", "jobs", "start_imports_s")),
+    ("– the jobs' work (summed over the jobs, which may run side by side)", None,
+     ("downstream", "jobs", "work_s")),
     ("`snakemake --version` (start-up alone, timed apart)", None, ("snakemake_start", "wall_s")),
 )  # fmt: skip
 
 
-def _table_lines(runs: dict, labels: list[str], goals: dict, records: int | None) -> list[str]:
+def _downstream_command(runs: dict, labels: list[str]) -> str:
+    """The downstream's command (the latest label's; results before it was kept: --cores 1)."""
+    found = [_dig(runs[x], "downstream", "command") for x in labels if "downstream" in runs[x]]
+    return next((c for c in reversed(found) if c), "snakemake --cores 1 results/report.md")
+
+
+def _table_lines(
+    runs: dict, labels: list[str], goals: dict, records: int | None, command: str
+) -> list[str]:
     """The table: one column per label, one row per :data:`TABLE_ROWS` entry."""
     lines = [
         "| | goal | " + " | ".join(labels) + " |",
@@ -129,7 +150,7 @@ def _table_lines(runs: dict, labels: list[str], goals: dict, records: int | None
         goal = goals[goal_key] if goal_key else None
         shown = [_table_value(_dig(runs[label], *path), goal) for label in labels]
         goal_text = f"≤ {goal:g} s" if goal is not None else ""
-        title = title.format(records=records)
+        title = title.format(records=records, command=command)
         lines.append(f"| {title} | {goal_text} | " + " | ".join(shown) + " |")
     return lines
 
@@ -141,15 +162,28 @@ def _table_value(value, goal: float | None) -> str:
     return text
 
 
+def _jobs_text(downstream: dict) -> str:
+    """ "8 jobs under `snakemake --cores 2 ...`: aggregate 2.1 s, ..." (each rule's
+    processes' seconds, summed over its jobs)."""
+    rules = downstream.get("by_rule") or {}
+    parts = [
+        f"{rule} {row['process_s']:.1f} s" + (f" ({row['jobs']} jobs)" if row["jobs"] > 1 else "")
+        for rule, row in rules.items()
+        if row.get("process_s") is not None
+    ]
+    command = downstream.get("command", "snakemake --cores 1 results/report.md")
+    return f"{downstream['jobs']['jobs']:g} jobs under `{command}`: " + ", ".join(parts)
+
+
 def _method_lines(runs: dict, labels: list[str]) -> list[str]:
     """How the cells and the downstream rules were measured, with the jobs each label ran."""
-    jobs = ", ".join(
-        f"{x}: {_dig(runs[x], 'downstream', 'jobs', 'jobs'):g} jobs "
-        f"({', '.join(_dig(runs[x], 'downstream', 'by_rule') or {})})"
+    jobs = "; ".join(
+        f"{x}: {_jobs_text(runs[x]['downstream'])}"
         for x in labels
         if _dig(runs[x], "downstream", "jobs", "jobs") is not None
     )
     counts = _dig(runs[labels[-1]], "downstream", "records_by_status") or {}
+    references = _dig(runs[labels[-1]], "downstream", "references")
     return [
         "",
         "How: **cells** runs a matrix of cells that do almost nothing (one 16×16 matmul on "
@@ -158,8 +192,16 @@ def _method_lines(runs: dict, labels: list[str]) -> list[str]:
         "timestamps every process and phase boundary. **Downstream** makes "
         + ", ".join(f"{n} {status}" for status, n in counts.items())
         + " records from the real records in `tests/data/cpu-records.tgz` and the cells' "
-        "records (device, batch size, repeat and values varied), builds their data sets, "
-        "and times `snakemake --cores 1 results/report.md` with every cell up to date"
+        "records (device, batch size, repeat and values varied"
+        + (
+            "; each ok training record with its per-step losses, of its batch size's length"
+            f"), {references} float64 references (one per repeat of each training "
+            "workload's baseline, as `run_reference` makes them)"
+            if references
+            else ")"
+        )
+        + ", builds their data sets, and times the rules after the cells, every cell "
+        "up to date; each rule's processes' seconds are medians over the runs"
         + (f" ({jobs})" if jobs else "")
         + ".",
         "",

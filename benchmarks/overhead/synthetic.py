@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .losses import device_losses, loss_curve, reference_record, set_steps, steps_per_epoch
+
 SYNTHETIC_HOST = "synthetic-host"
 
 # ----------------------------------------------------------------------------- synthetic records
@@ -160,16 +162,37 @@ def synthetic_record(
 
 def write_synthetic_records(
     workdir: Path, config: dict, templates: list[tuple[str, dict]], seed: int = 0
-) -> dict:
+) -> tuple[dict, int]:
     """One valid record per cell of ``config``'s matrix under ``workdir/results/runs``:
     mps unavailable (as on this machine), cuda failed at each training workload's
-    largest batch size, everything else ok. Returns counts by status."""
+    largest batch size, everything else ok; ok training records with per-step losses,
+    and the float64 reference of every repeat that parity needs (:mod:`.losses`).
+    Returns the records' counts by status and the number of references."""
     from trainbench import config as tbconfig
     from trainbench.records import write_record
 
     validated = tbconfig.validate_config(copy.deepcopy(config))
     cells = tbconfig.expand_matrix(validated)
     rng = np.random.default_rng(seed)
+    pools = _template_pools(templates)
+    counts: dict[str, int] = defaultdict(int)
+    records: dict[tbconfig.Cell, dict] = {}
+    curves: dict[tuple, list[list[float]]] = {}
+    for cell in cells:
+        backend = tbconfig.find_variant(validated, cell.device).backend
+        status = _status(validated, cell, backend)
+        template = _pick(pools, status, cell, backend, rng)
+        record = synthetic_record(template, cell, backend, status, rng)
+        if status == "ok" and record["result"].get("kind") == "training":
+            _add_losses(record, template[1], cell, curves, seed)
+        write_record(workdir / "results" / "runs" / cell.relpath / "metrics.json", record)
+        records[cell] = record
+        counts[status] += 1
+    references = _write_references(workdir, validated, records, curves)
+    return dict(sorted(counts.items())), references
+
+
+def _template_pools(templates: list[tuple[str, dict]]) -> dict[tuple, list]:
     pools: dict[tuple, list] = defaultdict(list)
     for source, record in templates:
         pools[(record["status"], record["cell"]["workload"], record.get("backend"))].append(
@@ -177,29 +200,64 @@ def write_synthetic_records(
         )
         pools[(record["status"], None, record.get("backend"))].append((source, record))
         pools[(record["status"], record["cell"]["workload"], None)].append((source, record))
-    counts: dict[str, int] = defaultdict(int)
-    for cell in cells:
-        backend = tbconfig.find_variant(validated, cell.device).backend
-        largest = max(validated["workloads"][cell.workload].get("batch_sizes") or [0])
-        if backend == "mps":
-            status = "unavailable"
-        elif backend == "cuda" and cell.workload != "matmul" and cell.batch_size == largest:
-            status = "failed"
-        else:
-            status = "ok"
-        # The workload's own records first: their settings are the cell's settings
-        # (another workload's would split the tables into setups).
-        pool = pools.get((status, cell.workload, backend)) or pools.get(
-            (status, cell.workload, None)
-        )
-        if not pool and status != "ok":
-            pool = pools.get((status, None, backend)) or [
-                p for k, v in pools.items() if k[0] == status and k[1] is None for p in v
-            ]
-        if not pool:
-            raise RuntimeError(f"no {status} template record for {cell.relpath}")
-        template = pool[int(rng.integers(len(pool)))]
-        record = synthetic_record(template, cell, backend, status, rng)
-        write_record(workdir / "results" / "runs" / cell.relpath / "metrics.json", record)
-        counts[status] += 1
-    return dict(sorted(counts.items()))
+    return pools
+
+
+def _status(config: dict, cell, backend: str) -> str:
+    largest = max(config["workloads"][cell.workload].get("batch_sizes") or [0])
+    if backend == "mps":
+        return "unavailable"
+    if backend == "cuda" and cell.workload != "matmul" and cell.batch_size == largest:
+        return "failed"
+    return "ok"
+
+
+def _pick(pools: dict, status: str, cell, backend: str, rng: np.random.Generator):
+    """A template record for the cell: the workload's own first (their settings are the
+    cell's settings; another workload's would split the tables into setups)."""
+    pool = pools.get((status, cell.workload, backend)) or pools.get((status, cell.workload, None))
+    if not pool and status != "ok":
+        pool = pools.get((status, None, backend)) or [
+            p for k, v in pools.items() if k[0] == status and k[1] is None for p in v
+        ]
+    if not pool:
+        raise RuntimeError(f"no {status} template record for {cell.relpath}")
+    return pool[int(rng.integers(len(pool)))]
+
+
+def _add_losses(record: dict, template: dict, cell, curves: dict, seed: int) -> None:
+    """The record's per-step losses: its repeat's shared curve as its device computes it."""
+    result = record["result"]
+    key = (cell.workload, cell.batch_size, cell.rep)
+    names = sorted(DEVICE_SPEED)
+    ids = [seed, sum(map(ord, cell.workload)), cell.batch_size, cell.rep]
+    if key not in curves:
+        levels = [epoch["train_loss"] for epoch in result["epochs"]]
+        curves[key] = loss_curve(levels, steps_per_epoch(template, cell.batch_size), ids)
+    device = names.index(cell.device) if cell.device in names else len(names)
+    losses = device_losses(curves[key], cell.device, [*ids, 1 + device])
+    set_steps(result, losses, cell.batch_size)
+
+
+def _write_references(workdir: Path, config: dict, records: dict, curves: dict) -> int:
+    """The reference record of each repeat whose baseline and another device finished ok
+    (``results/references/<workload>/bs<N>/rep<k>/reference.json``); how many."""
+    from trainbench import config as tbconfig
+    from trainbench.records import atomic_write_json
+
+    steps = config["report"]["parity_reference"]["steps"]
+    wanted = config["report"]["baseline_device"]
+    written = 0
+    for (workload, batch_size, rep), curve in sorted(curves.items()):
+        devices = tbconfig.workload_devices(config, workload)
+        base = wanted if wanted in devices else devices[0]
+        found = {d: records.get(tbconfig.Cell(workload, d, batch_size, rep)) or {} for d in devices}
+        if found[base].get("status") != "ok":
+            continue
+        if not any(r.get("status") == "ok" for d, r in found.items() if d != base):
+            continue
+        path = workdir / "results" / "references" / workload / f"bs{batch_size}"
+        record = reference_record(found[base], curve, steps)
+        atomic_write_json(path / f"rep{rep}" / "reference.json", record)
+        written += 1
+    return written

@@ -102,8 +102,9 @@ def cell_phases(procs: dict[int, dict], records_root: Path) -> list[dict]:
 
 
 def job_phases(procs: dict[int, dict]) -> list[dict]:
-    """One row per downstream job: Snakemake's gap before it, its script's start and
-    imports (until its first trainbench call), and its work."""
+    """One row per downstream job: Snakemake's gap before it (from the last job that
+    ended before it started, or Snakemake's start; jobs may run side by side), its
+    script's start and imports (until its first trainbench call), and its work."""
     main = _main_process(procs)
     calls = (
         "trainbench.tables.read_table",
@@ -111,10 +112,13 @@ def job_phases(procs: dict[int, dict]) -> list[dict]:
         "trainbench.report.render_report",
         "trainbench.report.render_workload_report",
     )
-    rows, previous_end = [], main["created"]
-    for job in job_processes(procs):
+    jobs = job_processes(procs)
+    rows = []
+    for job in jobs:
         ready = _first_call(job, calls)
         start = ready[0] if ready else job["exit"]
+        ended = [j["exit"] for j in jobs if j["exit"] <= job["created"]]
+        previous_end = max(ended, default=main["created"])
         rows.append(
             {
                 "rule": job.get("rule"),
@@ -125,8 +129,19 @@ def job_phases(procs: dict[int, dict]) -> list[dict]:
                 "job_wall_s": job["exit"] - previous_end,
             }
         )
-        previous_end = job["exit"]
     return rows
+
+
+def idle_between_jobs(procs: dict[int, dict]) -> float:
+    """Seconds between the first job's start and the last job's end in which no job
+    ran: Snakemake's own time between jobs (their sum in a run of one job at a time)."""
+    spans = sorted((j["created"], j["exit"]) for j in job_processes(procs))
+    idle, reach = 0.0, None
+    for start, end in spans:
+        if reach is not None and start > reach:
+            idle += start - reach
+        reach = end if reach is None else max(reach, end)
+    return idle
 
 
 def snakemake_fixed(procs: dict[int, dict]) -> dict:

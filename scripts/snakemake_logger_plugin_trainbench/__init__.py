@@ -54,13 +54,27 @@ class LogHandler(LogHandlerBase):
                 )
             ):
                 if self.filter_.filter(record):
-                    self._write(self.formatter_.format(record))
+                    self._write(self._error_text(record))
                 return
             message = record.getMessage() if record.msg is not None else ""
             for line in self.console.handle(event, record.__dict__, message, record.levelno):
                 self._write(line)
         except Exception:  # a console glitch must never stop a run
             self.handleError(record)
+
+    def _error_text(self, record: logging.LogRecord) -> str:
+        """Snakemake's formatted record; a config refusal as the config check prints
+        it (trainbench.config_files.refusal_lines)."""
+        text = self.formatter_.format(record)
+        if record.levelno < logging.ERROR:
+            return text
+        try:
+            from trainbench.config_files import refusal_lines
+
+            lines = refusal_lines(text, sys.argv[1:])
+        except Exception:  # never hide Snakemake's own message
+            lines = None
+        return "\n".join(lines) if lines else text
 
     @property
     def writes_to_stream(self) -> bool:

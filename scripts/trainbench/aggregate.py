@@ -230,9 +230,14 @@ def _task_facts(result: Result) -> dict:
     }
 
 
-def run_row(record: Mapping, source: str) -> dict:
+def _viewed(record: Mapping | RecordView) -> RecordView:
+    """The typed view of a record, or the view itself (build_tables views each once)."""
+    return record if isinstance(record, RecordView) else view_record(record)
+
+
+def run_row(record: Mapping | RecordView, source: str) -> dict:
     """The ``runs`` row of one record (every status)."""
-    r = view_record(record)
+    r = _viewed(record)
     result, env = r.result, r.environment
     row = {
         "workload": r.cell.workload,
@@ -289,9 +294,9 @@ def _numbers(prefix: str, values: Mapping | None) -> dict:
     }
 
 
-def epoch_rows(record: Mapping, source: str) -> list[dict]:
+def epoch_rows(record: Mapping | RecordView, source: str) -> list[dict]:
     """One row per epoch of an ok training record; scalar eval metrics become eval_* columns."""
-    r = view_record(record)
+    r = _viewed(record)
     if r.status != "ok" or not r.result.is_training:
         return []
     return [
@@ -319,9 +324,9 @@ def epoch_rows(record: Mapping, source: str) -> list[dict]:
     ]
 
 
-def per_label_rows(record: Mapping, source: str) -> list[dict]:
+def per_label_rows(record: Mapping | RecordView, source: str) -> list[dict]:
     """One row per label at the best epoch (multi-label workloads)."""
-    r = view_record(record)
+    r = _viewed(record)
     task = r.result.task
     if r.status != "ok" or not task.per_label:
         return []
@@ -331,9 +336,9 @@ def per_label_rows(record: Mapping, source: str) -> list[dict]:
     ]
 
 
-def matmul_rows(record: Mapping, source: str) -> list[dict]:
+def matmul_rows(record: Mapping | RecordView, source: str) -> list[dict]:
     """One row per matrix size of an ok microbenchmark record."""
-    r = view_record(record)
+    r = _viewed(record)
     result = r.result
     if r.status != "ok" or result.kind != "microbenchmark":
         return []
@@ -361,8 +366,8 @@ def matmul_rows(record: Mapping, source: str) -> list[dict]:
     ]
 
 
-def environment_row(record: Mapping) -> dict:
-    r = view_record(record)
+def environment_row(record: Mapping | RecordView) -> dict:
+    r = _viewed(record)
     env = r.environment
     return {
         "host": env.host,
@@ -403,12 +408,10 @@ def load_records(
     return records, skipped
 
 
-def _environments(records: list[tuple[str, dict]]) -> pd.DataFrame:
+def _environments(views: list[tuple[str, RecordView]]) -> pd.DataFrame:
     """One row per machine, device and software setup (not per record): the Slurm
     jobs that ran on it are listed together."""
-    rows = [
-        {**environment_row(r), "record": src} for src, r in records if r["status"] != "unavailable"
-    ]
+    rows = [{**environment_row(r), "record": src} for src, r in views if r.status != "unavailable"]
     return pd.DataFrame(rows)
 
 
@@ -433,17 +436,18 @@ def build_tables(
 ) -> dict[str, pd.DataFrame]:
     """The record tables of ``records``; ``own``: the paths of this run's own records
     (the rest came from aggregate.include_results)."""
-    runs = pd.DataFrame([run_row(r, src) for src, r in records], columns=RUN_COLUMNS)
-    matmul = pd.DataFrame([row for src, r in records for row in matmul_rows(r, src)])
-    epochs = pd.DataFrame([row for src, r in records for row in epoch_rows(r, src)])
-    per_label = pd.DataFrame([row for src, r in records for row in per_label_rows(r, src)])
+    views = [(src, view_record(r)) for src, r in records]  # each record viewed once
+    runs = pd.DataFrame([run_row(r, src) for src, r in views], columns=RUN_COLUMNS)
+    matmul = pd.DataFrame([row for src, r in views for row in matmul_rows(r, src)])
+    epochs = pd.DataFrame([row for src, r in views for row in epoch_rows(r, src)])
+    per_label = pd.DataFrame([row for src, r in views for row in per_label_rows(r, src)])
     runs = runs.sort_values(["workload", "device", "batch_size", "rep"]).reset_index(drop=True)
     tables = {
         "runs": runs,
         "matmul": matmul,
         "epochs": epochs,
         "per_label_runs": per_label,
-        "environments": _environments(records),
+        "environments": _environments(views),
     }
     label_machines(tables, records)
     notes = label_setups(tables, records, own)

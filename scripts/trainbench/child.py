@@ -53,7 +53,10 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
         numerics = None if spec.get("reference") else run_canary(ctx)
         with capture_warnings() as warning_log:
             ctx.warnings = warning_log
-            result = workloads.run(ctx)
+            try:
+                result = workloads.run(ctx)
+            except DeviceUnavailable as exc:  # e.g. PrecisionUnavailable: no kernel
+                return {"status": "unavailable", "reason": str(exc), "child_environment": facts}
     settings_in_force = ctx.settings_in_force
     # Threads can change during the run (set by a library); record the final value too.
     settings_in_force["torch_threads_at_end"] = torch.get_num_threads()

@@ -8,22 +8,18 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-
-import yaml
 
 from .config import (
     FAULTS_ENV,
     MIN_COMPILE_WARMUP_STEPS,
-    ConfigError,
     device_variants,
     enabled_workloads,
     iter_device_ids,
     repeat_settings,
-    settle_inherited_keys,
-    validate_config,
 )
+from .config_files import ConfigRefused, read_merged_config
+from .entry_check import entry_problems
 from .workloads import WORKLOADS
 
 
@@ -40,30 +36,7 @@ def semantic_problems(config: dict) -> list[str]:
                 )
         data = wl.get("data") or {}
         source = data.get("source")
-        if source == "mnist_idx":
-            path = data.get("path")
-            if not path:
-                problems.append(
-                    f"`workloads.{name}.data.path` is required with source mnist_idx. "
-                    "Fix: point it to the folder holding t10k-images-idx3-ubyte.gz."
-                )
-            elif not Path(path).is_dir():
-                problems.append(
-                    f"`workloads.{name}.data.path` = {path!r} does not exist. "
-                    "Fix: point it to the folder holding the MNIST IDX .gz files."
-                )
-        if source in ("goemotions", "table"):
-            for key in ("path", "dev_path"):
-                value = data.get(key)
-                if key == "path" and not value:
-                    problems.append(
-                        f"`workloads.{name}.data.path` is required with source {source}. "
-                        "Fix: point it to the data (GoEmotions folder or table file)."
-                    )
-                elif value and not Path(value).exists():
-                    problems.append(
-                        f"`workloads.{name}.data.{key}` = {value!r} does not exist. Fix: correct the path."
-                    )
+        problems += _data_path_problems(name, data)
         pretrained = (wl.get("model") or {}).get("pretrained")
         if pretrained:
             problem = pretrained_problem(pretrained)
@@ -76,11 +49,12 @@ def semantic_problems(config: dict) -> list[str]:
                 "matches your torch), or use source synthetic, digits or mnist_idx."
             )
     for i, folder in enumerate(config.get("aggregate", {}).get("include_results", [])):
-        if not (Path(folder) / "runs").is_dir():
-            problems.append(
-                f"`aggregate.include_results[{i}]` = {folder!r} has no runs/ folder. "
-                "Fix: name a results folder written by trainbench (it holds runs/)."
-            )
+        key, fix = f"aggregate.include_results[{i}]", "name a results folder written by trainbench"
+        problem = path_problem(key, folder, "folder", fix)
+        if problem is None and not (Path(folder) / "runs").is_dir():
+            problem = f"`{key}` = {folder!r} has no runs/ folder. Fix: {fix} (it holds runs/)."
+        if problem:
+            problems.append(problem)
     for name, wl in config["workloads"].items():
         modes = wl.get("compile") or []
         if isinstance(modes, dict):
@@ -109,29 +83,84 @@ def semantic_problems(config: dict) -> list[str]:
     return problems
 
 
-def config_file_problems(paths: Iterable[str | Path]) -> list[str]:
-    """Config files that are missing or not valid YAML, each named with the line and
-    column of the syntax error and the fix (Snakemake itself says only "Config file is
-    not valid JSON or YAML")."""
+# Where a data source reads from: (key, required, what it must be, what it holds).
+DATA_PATHS = {
+    "mnist_idx": [
+        ("path", True, "folder", "the MNIST IDX .gz files (t10k-images-idx3-ubyte.gz...)")
+    ],
+    "goemotions": [
+        ("path", True, "folder", "the GoEmotions files (train.tsv, dev.tsv, labels.txt)")
+    ],
+    "table": [
+        ("path", True, "file", "the table (a CSV/TSV with a text column and 0/1 label columns)"),
+        ("dev_path", False, "file", "the dev table (or remove the key to split path)"),
+    ],
+    "pairs_file": [("path", True, "file", "the pairs (an .npz or a .parquet)")],
+}
+
+
+def _data_path_problems(name: str, data: dict) -> list[str]:
+    """The data files and folders a workload's source reads, before any job reads them."""
+    source = data.get("source")
     problems = []
-    for path in map(Path, paths):
-        if not path.is_file():
-            problems.append(
-                f"config file {str(path)!r} does not exist. Fix: check the path (relative to "
-                f"{Path.cwd()})."
-            )
+    for key, required, kind, holds in DATA_PATHS.get(source, []):
+        value = data.get(key)
+        if not value:
+            if required:
+                problems.append(
+                    f"`workloads.{name}.data.{key}` is required with source {source}. "
+                    f"Fix: point it to the {kind} holding {holds}."
+                )
             continue
-        try:
-            yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            what = getattr(error, "problem", None) or str(error).splitlines()[0]
-            problems.append(
-                f"{path}{where}: not valid YAML ({what}). Fix: correct the syntax there "
-                "(spaces, not tabs; a closing bracket or quote for every opening one)."
-            )
+        problem = path_problem(
+            f"workloads.{name}.data.{key}", value, kind, f"point it to the {kind} holding {holds}"
+        )
+        if problem is None and kind == "folder":
+            problem = _folder_content_problem(f"workloads.{name}.data.{key}", value, source)
+        if problem:
+            problems.append(problem)
     return problems
+
+
+# The files a data source's folder must hold (each name, or with .gz where allowed),
+# as its reader looks for them (workloads/image_cnn.py, textdata/files.py).
+FOLDER_FILES = {
+    "mnist_idx": (("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"), (".gz", "")),
+    "goemotions": (("labels.txt", "train.tsv", "dev.tsv"), ("",)),
+}
+
+
+def _folder_content_problem(key: str, value: str, source: str) -> str | None:
+    names, suffixes = FOLDER_FILES.get(source, ((), ()))
+    missing = [
+        name
+        for name in names
+        if not any((Path(value) / f"{name}{suffix}").is_file() for suffix in suffixes)
+    ]
+    if not missing:
+        return None
+    shown = ", ".join(f"{n}{'(.gz)' if '.gz' in suffixes else ''}" for n in missing)
+    inner = sorted(p.parent.name for p in Path(value).glob(f"*/{names[0]}"))
+    within = f" (its subfolders {', '.join(inner)} hold {names[0]})" if inner else ""
+    return (
+        f"`{key}` = {value!r} holds no {shown}{within}. Fix: point it to the {source} "
+        "folder that holds them."
+    )
+
+
+def path_problem(key: str, value: str, kind: str, fix: str) -> str | None:
+    """Why the path ``value`` of ``key`` is not an existing ``kind`` ("file", "folder"),
+    or None. Relative paths are read from the working directory, as the jobs read them."""
+    path = Path(value)
+    try:
+        exists, right = path.exists(), (path.is_dir() if kind == "folder" else path.is_file())
+    except (OSError, ValueError):  # a name the system cannot look up (NUL byte, too long)
+        exists = right = False
+    if right:
+        return None
+    where = "" if path.is_absolute() else f" (relative to the working directory {Path.cwd()})"
+    what = f"is not a {kind}" if exists else "does not exist"
+    return f"`{key}` = {value!r} {what}{where}. Fix: {fix}."
 
 
 def _fault_problems(config: dict, faults: list[dict]) -> list[str]:
@@ -258,25 +287,16 @@ def _faults_allowed_by_env() -> bool:
 
 def main_check(paths: list[str]) -> int:
     """Exit status 0 when ``paths`` (config.yaml first, then overrides) make a valid
-    config; else 2, with one line per problem on stderr."""
-    problems = config_file_problems(paths)
-    if not problems:
-        from snakemake.utils import update_config
-
-        merged: dict = {}
-        layers = [(path, yaml.safe_load(Path(path).read_text()) or {}) for path in paths]
-        for _, layer in layers:
-            update_config(merged, layer)
-        origins = settle_inherited_keys(merged, layers)
-        try:
-            validate_config(merged)
-        except ConfigError as error:
-            problems = [str(error)]
-        else:
-            print(repeats_summary(merged, origins))
-    for problem in problems:
-        print(f"trainbench: {problem}", file=sys.stderr)
-    return 2 if problems else 0
+    config; else 2, with one line per problem on stderr, as Snakemake refuses them
+    (rules/setup.smk each file, rules/common.smk the merged config)."""
+    try:
+        config, origins = read_merged_config(paths)
+    except ConfigRefused as refused:
+        for line in refused.lines:
+            print(line, file=sys.stderr)
+        return 2
+    print(repeats_summary(config, origins))
+    return 0
 
 
 def repeats_summary(config: dict, origins: dict[str, dict[str, str]]) -> str:
@@ -295,36 +315,26 @@ def repeats_summary(config: dict, origins: dict[str, dict[str, str]]) -> str:
 
 
 def _entry_problems(config: dict) -> list[str]:
-    """Your own workloads: the entry's module must be importable from its path."""
+    """Your own workloads: the entry's folders exist, its module imports (in a child
+    process) and has the function (trainbench.entry_check)."""
     problems = []
     for name, wl in config["workloads"].items():
-        entry = wl.get("entry")
-        if not entry or name in WORKLOADS:
-            continue
-        module = entry.partition(":")[0]
-        folders = [str(Path(p).resolve()) for p in wl.get("python_path") or ["."]]
-        sys.path[:0] = [f for f in folders if f not in sys.path]
-        try:
-            found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            problems.append(
-                f"`workloads.{name}.entry` names module {module!r}, which is not importable "
-                f"from {folders} or the installed packages. Fix: point "
-                f"`workloads.{name}.python_path` at the folder holding {module}.py, or "
-                "install your package."
-            )
+        if wl.get("entry") and name not in WORKLOADS:
+            problems += entry_problems(name, wl["entry"], wl.get("python_path"))
     return problems
 
 
 def unknown_workload_problems(config: dict) -> list[str]:
     """A workload name that is neither bundled nor your own (no ``entry``): a typo,
-    named as one (checked before the schema, whose message would ask for an entry)."""
+    named as one (checked before the schema, whose message would ask for an entry).
+    Workloads that are not a mapping are left to the schema's message."""
+    workloads = config.get("workloads")
+    if not isinstance(workloads, dict):
+        return []
     return [
         f"`workloads.{name}` is not a bundled workload ({', '.join(WORKLOADS)}). Fix: "
         "correct the name, or add `entry: module:function` for your own model "
         "(see examples/my_model.py)."
-        for name, wl in (config.get("workloads") or {}).items()
+        for name, wl in workloads.items()
         if name not in WORKLOADS and not (isinstance(wl, dict) and wl.get("entry"))
     ]

@@ -11,13 +11,13 @@ jobs wrote (records, tables); nothing is computed.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from .tables import compact, read_table
 
 # INFO messages without an event worth a line (the rest is scheduler chatter).
 PASSED_MESSAGES = (
@@ -64,6 +64,8 @@ def _throughput(result: dict) -> str:
         sizes = result.get("sizes") or []
         if not sizes:
             return "(no sizes)"
+        from .tables import compact  # pandas: only once a cell has finished
+
         top = max(sizes, key=lambda s: s["n"])
         return f"{compact(top['gflops'])} GFLOP/s at n={top['n']}"
     rate = (result.get("timed") or {}).get("samples_per_s")
@@ -74,6 +76,8 @@ def _flags(record: dict) -> str:
     result = record.get("result") or {}
     flags = []
     if (result.get("host") or {}).get("disturbed"):
+        from .tables import compact  # pandas: only once a cell has finished
+
         cores = result["host"].get("other_cpu_cores")
         flags.append(f"disturbed: others used {compact(cores)} cores")
     if (result.get("timed") or {}).get("short_window"):
@@ -106,31 +110,42 @@ def job_line(rule: str, outputs: list[str], wildcards: Mapping) -> str | None:
     return None
 
 
+def _rows(path: Path) -> list[dict[str, str]]:
+    """A small published table as rows of text (the standard library's csv: the logger
+    plugin runs in every Snakemake process, which should not pay pandas' import)."""
+    try:
+        with open(path, newline="") as fh:
+            return list(csv.DictReader(fh))
+    except FileNotFoundError:
+        return []
+
+
+def _count(text: str) -> int:
+    return int(float(text)) if text.strip() else 0
+
+
 def summary_lines(report_path: str | Path) -> list[str]:
     """The closing summary: record counts, the verdicts, the warnings, the report."""
     tables = Path(report_path).parent / "tables"
     lines = []
-    overview = read_table(tables / "overview.csv")
-    if not overview.empty:
-        total = overview[overview["workload"] == "(all)"]
-        if not total.empty:
-            row = total.iloc[0]
-            counts = [f"{int(row[k])} {k}" for k in ("ok", "failed", "unavailable") if row[k]]
-            lines.append(f"{int(row['records'])} run records: {', '.join(counts)}.")
-    verdicts = read_table(tables / "verdicts.csv")
-    shown = verdicts[verdicts["status"] != "unavailable"] if not verdicts.empty else verdicts
-    for row in shown.head(SUMMARY_VERDICTS).itertuples():
-        lines.append(f"  {row.symbol} {row.workload} on {row.device}: {row.text}")
+    total = [r for r in _rows(tables / "overview.csv") if r.get("workload") == "(all)"]
+    if total:
+        row = total[0]
+        counts = [
+            f"{_count(row[k])} {k}" for k in ("ok", "failed", "unavailable") if _count(row[k])
+        ]
+        lines.append(f"{_count(row['records'])} run records: {', '.join(counts)}.")
+    shown = [r for r in _rows(tables / "verdicts.csv") if r["status"] != "unavailable"]
+    for row in shown[:SUMMARY_VERDICTS]:
+        lines.append(f"  {row['symbol']} {row['workload']} on {row['device']}: {row['text']}")
     if len(shown) > SUMMARY_VERDICTS:
         lines.append(f"  … {len(shown) - SUMMARY_VERDICTS} more verdicts in the report")
-    unavailable = read_table(tables / "attention.csv")
-    if not unavailable.empty:
-        for row in unavailable[unavailable["status"] == "unavailable"].itertuples():
-            lines.append(f"  ⚪ {row.device} unavailable: {row.detail}")
-    warnings = read_table(tables / "warnings.csv")
-    if not warnings.empty:
-        kinds = warnings["kind"].value_counts()
-        text = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    for row in _rows(tables / "attention.csv"):
+        if row["status"] == "unavailable":
+            lines.append(f"  ⚪ {row['device']} unavailable: {row['detail']}")
+    kinds = Counter(row["kind"] for row in _rows(tables / "warnings.csv"))
+    if kinds:
+        text = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
         lines.append(f"⚠️  measurements to read with care: {text} (see the report)")
     lines.append(f"Report: {report_path}")
     return lines

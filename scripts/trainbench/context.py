@@ -64,6 +64,24 @@ class DeviceUnavailable(RuntimeError):
     """The cell's device cannot be used here; the message is the reason."""
 
 
+class PrecisionUnavailable(DeviceUnavailable):
+    """The device exists but cannot run the cell's kernels in the requested precision
+    (e.g. an LSTM under CPU bf16 autocast without the instructions oneDNN needs)."""
+
+
+def check_autocast_kernels(model: torch.nn.Module, ctx: RunContext) -> None:
+    """Before anything is timed: on the CPU under autocast, probe the model's kernel
+    kinds in the autocast dtype (trainbench.cpu_features); raises PrecisionUnavailable
+    with one line naming the dtype, the kernel and the instruction set found."""
+    if ctx.device.backend != "cpu" or not ctx.amp.enabled:
+        return
+    from .cpu_features import autocast_unavailable
+
+    reason = autocast_unavailable(model, ctx.amp.dtype)
+    if reason:
+        raise PrecisionUnavailable(reason)
+
+
 def make_context(spec: dict, attempt: int = 1, facts: dict | None = None) -> RunContext:
     """Device set up as the spec says, seeds set, AMP policy chosen: the context a
     cell's workload runs in (the child and the benchmarks build it the same way).

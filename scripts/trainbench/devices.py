@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .cpu_features import isa_facts
 from .environment import cpu_model_name
 from .precision import matmul_facts
 
@@ -176,6 +177,8 @@ class CpuDevice(Device):
             "backend": "cpu",
             "name": cpu_model_name(),
             "logical_cores": os.cpu_count(),
+            # torch's CPU level, ONEDNN_MAX_CPU_ISA, the precision flags and their source
+            "isa": isa_facts(),
         }
 
     def apply_settings(self) -> dict:

@@ -34,6 +34,8 @@ BEHAVIOUR_VARIABLES = (
     "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
     "CUDA_VISIBLE_DEVICES",
     "CUBLAS_WORKSPACE_CONFIG",
+    "ONEDNN_MAX_CPU_ISA",  # lowers the instructions oneDNN may use (bf16 LSTM needs more)
+    "ATEN_CPU_CAPABILITY",  # lowers torch's own CPU kernel dispatch
 )
 
 
@@ -106,6 +108,7 @@ def host_facts() -> dict:
         "python": sys.version.split()[0],
         "cpu_model": cpu_model_name(),
         "logical_cores": os.cpu_count(),
+        "cpu_precision_flags": cpu_precision_flags(),
         "gpu_models": gpu_models(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "slurm_node": os.environ.get("SLURMD_NODENAME"),
@@ -113,6 +116,15 @@ def host_facts() -> dict:
         "slurm_cluster": os.environ.get("SLURM_CLUSTER_NAME"),
         "behaviour_variables": {k: os.environ[k] for k in BEHAVIOUR_VARIABLES if k in os.environ},
     }
+
+
+def cpu_precision_flags() -> list[str]:
+    """The CPU's flags that decide low-precision kernels (avx2, avx512_bf16, amx_bf16,
+    ARM bf16 ...; trainbench.cpu_features.PRECISION_FLAGS), sorted; empty when the
+    platform exposes none (no /proc/cpuinfo, no sysctl)."""
+    from .cpu_features import PRECISION_FLAGS, cpu_flags
+
+    return sorted(f for f in cpu_flags()[0] if f in PRECISION_FLAGS)
 
 
 def cpu_model_name() -> str:

@@ -72,6 +72,9 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/published.py",
     "scripts/trainbench/console.py",
     "scripts/trainbench/config_checks.py",
+    "scripts/trainbench/config_files.py",
+    "scripts/trainbench/config_schema.py",
+    "scripts/trainbench/entry_check.py",
     "scripts/trainbench/rerun.py",
     "scripts/trainbench/recover.py",
     "scripts/trainbench/tree.py",
@@ -88,13 +91,44 @@ RECORD_PATTERNS = (
 )
 
 
-def measurement_files(root: Path, extra: Iterable[str] = ()) -> list[str]:
+# The code only one workload runs: evidence that did not run a workload does not depend
+# on it (a change to the text generator leaves the CNN's evidence current).
+WORKLOAD_CODE = {
+    "text_multilabel": (
+        "scripts/trainbench/textdata/*",
+        "scripts/trainbench/workloads/text_multilabel.py",
+    ),
+    "image_cnn": ("scripts/trainbench/workloads/image_cnn.py",),
+    "matmul": ("scripts/trainbench/workloads/matmul.py",),
+    "clip": ("scripts/trainbench/workloads/clip*.py",),
+    "two_tower": ("scripts/trainbench/workloads/two_tower*.py",),
+}
+
+
+def _other_workloads_code(path: str, workloads: Iterable[str]) -> bool:
+    ran = set(workloads)
+    return any(
+        fnmatch.fnmatch(path, pattern)
+        for name, patterns in WORKLOAD_CODE.items()
+        if name not in ran
+        for pattern in patterns
+    )
+
+
+def measurement_files(
+    root: Path, extra: Iterable[str] = (), workloads: Iterable[str] | None = None
+) -> list[str]:
     """Every file of measurement code under ``root`` (relative paths, sorted), plus
-    ``extra`` (a run's own config files)."""
+    ``extra`` (a run's own config files). With ``workloads`` (the workloads a piece of
+    evidence ran), the code of the other workloads is left out."""
     found = set(extra)
     for pattern in MEASUREMENT_CODE:
         found.update(str(p.relative_to(root)) for p in root.glob(pattern) if p.is_file())
-    return sorted(f for f in found if not any(fnmatch.fnmatch(f, a) for a in ANALYSIS_ONLY))
+    kept = (f for f in found if not any(fnmatch.fnmatch(f, a) for a in ANALYSIS_ONLY))
+    if workloads is not None:
+        workloads = list(workloads)
+        kept = (f for f in kept if not _other_workloads_code(f, workloads))
+    return sorted(kept)
 
 
 def sha256(path: Path) -> str:
@@ -110,7 +144,8 @@ def stale_files(folder: Path, root: Path) -> list[str]:
     changed or removed files of its fingerprint, and measurement files added since."""
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
     then: dict[str, str] = meta["measurement_code"]
-    now = fingerprint(root, measurement_files(root, meta.get("config_files", [])))
+    files = measurement_files(root, meta.get("config_files", []), meta.get("workloads"))
+    now = fingerprint(root, files)
     changed = [f for f, digest in then.items() if now.get(f) != digest]
     added = [f for f in now if f not in then]
     return sorted(changed + added)
@@ -168,12 +203,14 @@ class Made:
     seconds: float
     commit: str
     config_files: list[str]
+    workloads: list[str] | None = None  # None: every workload's code counts
 
 
 def write_evidence(dest: Path, root: Path, made: Made, facts: dict) -> dict:
-    files = measurement_files(root, made.config_files)
+    files = measurement_files(root, made.config_files, made.workloads)
     meta = {
         "commit": made.commit,
+        "workloads": made.workloads,
         "made_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(made.command),
         "wall_seconds": round(made.seconds, 1),

@@ -43,6 +43,7 @@ class BenchPart:
     folder: str  # docs/measured/<folder>
     commands: tuple[tuple[str, ...], ...]
     code: tuple[str, ...] = field(default=())  # extra measurement files of its own
+    workloads: tuple[str, ...] = field(default=())  # whose code it runs
 
 
 CANARY = "benchmarks/canary_cost.py"
@@ -54,6 +55,7 @@ PARTS: dict[str, ConfigPart | BenchPart] = {
         "cuda-throughput",
         (("benchmarks/throughput.py", "benchmarks/suites/cuda.yaml"),),
         ("benchmarks/suites/cuda.yaml",),
+        ("text_multilabel", "image_cnn", "clip", "two_tower"),
     ),
     "canary": BenchPart(
         "cuda-canary",
@@ -110,9 +112,11 @@ def run_part(name: str, root: Path, logs: Path) -> dict:
         command = [python, "-m", "snakemake", "--cores", cores, "--configfile", part.config,
                    "--", f"results/{run_name}/report.md"]  # fmt: skip
         seconds = run_logged(command, logs / f"{name}.log", root)
-        made = Made(command, seconds, commit, ["config.yaml", part.config])
+        results = root / "results" / run_name
+        ran = sorted(p.name for p in (results / "runs").glob("*") if p.is_dir())
+        made = Made(command, seconds, commit, ["config.yaml", part.config], ran)
         dest = root / "docs" / "measured" / run_name
-        return collect_run(root / "results" / run_name, dest, root, made, facts)
+        return collect_run(results, dest, root, made, facts)
     started, seconds, commands = time.time() - 1, 0.0, []
     for args in part.commands:
         command = [python, *args]
@@ -120,7 +124,13 @@ def run_part(name: str, root: Path, logs: Path) -> dict:
         seconds += run_logged(command, logs / f"{name}.log", root)
     dest = root / "docs" / "measured" / part.folder
     dest.mkdir(parents=True, exist_ok=True)
-    made = Made(["python", " && python ".join(commands)], seconds, commit, list(part.code))
+    made = Made(
+        ["python", " && python ".join(commands)],
+        seconds,
+        commit,
+        list(part.code),
+        list(part.workloads),
+    )
     results = _results_since(root / "benchmarks" / "results", started)
     return write_evidence(dest, root, made, {**facts, "results": results})
 

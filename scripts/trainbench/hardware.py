@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from .device_ids import backend_of
-from .record_view import view_record
+from .record_view import Environment, view_record
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,9 @@ def _is_cuda(record: Mapping) -> bool:
     return backend == "cuda"
 
 
-def record_hardware(record: Mapping) -> Hardware:
-    env = view_record(record).environment
+def record_hardware(record: Mapping, env: Environment | None = None) -> Hardware:
+    """The record's hardware (``env``: its environment's view, where already made)."""
+    env = view_record(record).environment if env is None else env
     gpu = None
     if _is_cuda(record):
         gpu = env.device.name
@@ -69,14 +70,15 @@ def record_hardware(record: Mapping) -> Hardware:
 def records_hardware(records: list[tuple[str, dict]]) -> dict[str, Hardware]:
     """Each record's hardware. A CUDA record whose GPU is unknown takes the GPU model
     of its host's other CUDA records when they name exactly one."""
-    found = {src: record_hardware(r) for src, r in records}
+    envs = {src: view_record(r).environment for src, r in records}
+    found = {src: record_hardware(r, envs[src]) for src, r in records}
     host_gpus: dict[str | None, set[str]] = {}
     for src, r in records:
         gpu = found[src].gpu
         if _is_cuda(r) and gpu not in (None, "none"):
-            host_gpus.setdefault(view_record(r).environment.host, set()).add(gpu)
+            host_gpus.setdefault(envs[src].host, set()).add(gpu)
     for src, r in records:
-        gpus = host_gpus.get(view_record(r).environment.host, set())
+        gpus = host_gpus.get(envs[src].host, set())
         if _is_cuda(r) and found[src].gpu is None and len(gpus) == 1:
             found[src] = replace(found[src], gpu=next(iter(gpus)))
     return found

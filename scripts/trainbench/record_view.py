@@ -280,21 +280,27 @@ def view(cls: type[T], data: Mapping[str, Any] | None) -> T:
     non-mapping sections keep the field's default."""
     data = data if isinstance(data, Mapping) else _EMPTY
     kwargs = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        key = f.metadata.get("key", f.name)
-        if key not in data or data[key] is None:
+    for name, key, section in _plan(cls):
+        value = data.get(key)
+        if value is None:
             continue
-        section = _view_class(cls, f.name)
-        value = data[key]
         if section is not None:
             if not isinstance(value, Mapping):
                 continue
             value = view(section, value)
-        kwargs[f.name] = value
+        kwargs[name] = value
     return cls(**kwargs)
 
 
 @functools.cache
+def _plan(cls: type) -> tuple[tuple[str, str, type | None], ...]:
+    """Each field of ``cls`` once: (field name, record key, nested view class or None)."""
+    return tuple(
+        (f.name, f.metadata.get("key", f.name), _view_class(cls, f.name))
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+    )
+
+
 def _view_class(cls: type, name: str) -> type | None:
     """The dataclass a field holds (``X`` or ``X | None``), else None."""
     hint = typing.get_type_hints(cls)[name]

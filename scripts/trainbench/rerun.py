@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-import yaml
-
+from .config_files import ConfigRefused
 from .device_ids import backend_of
 from .records import RecordError, read_record
 
@@ -85,17 +84,13 @@ def select_records(
 
 def read_config(configfiles: list[str]) -> dict | None:
     """The config the workflow would use: config.yaml, then each --configfile over
-    it, as Snakemake merges them (None when a file is missing)."""
-    from snakemake.utils import update_config
+    it, as Snakemake merges them (None when config.yaml is missing: no workflow
+    here). Raises ConfigRefused, as the workflow would refuse it."""
+    from .config_files import read_merged_config
 
-    from . import config as tbconfig
-
-    merged: dict = {}
-    for name in configfiles:
-        if not Path(name).exists():
-            return None
-        update_config(merged, yaml.safe_load(Path(name).read_text()) or {})
-    return tbconfig.validate_config(merged)
+    if not Path(configfiles[0]).exists():
+        return None
+    return read_merged_config(configfiles)[0]
 
 
 def matrix_cells(config: dict | None) -> set[str] | None:
@@ -133,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of paths")
     args = parser.parse_args(argv)
-    config = read_config(["config.yaml", *args.configfile])
+    try:
+        config = read_config(["config.yaml", *args.configfile])
+    except ConfigRefused as refused:
+        print(refused, file=sys.stderr)
+        return 2
     matrix = matrix_cells(config)
     run_name = (config or {}).get("run_name")
     results = args.results or (f"results/{run_name}" if run_name else "results")

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from .classify import COMPILE_ERROR_NAMES
-from .context import RunContext
+from .context import RunContext, check_autocast_kernels
 from .data import batch_size_of, staged_batches
 from .devices import AmpPolicy
 from .measurement import (
@@ -495,7 +495,10 @@ class TrainingLoop:
 
 
 def run_training(parts: TrainingParts, ctx: RunContext) -> dict:
-    """Train and evaluate ``parts`` as the cell's spec says; the run's result."""
+    """Train and evaluate ``parts`` as the cell's spec says; the run's result. A CPU
+    that cannot run the model's kernels in the cell's autocast dtype raises
+    PrecisionUnavailable first (the cell is then recorded ``unavailable``)."""
+    check_autocast_kernels(parts.model, ctx)
     return TrainingLoop(parts, ctx).run()
 
 

@@ -8,6 +8,7 @@ import socket
 
 import torch
 
+from ..cpu_features import isa_facts
 from ..devices import cpu_model_name
 from ..environment import package_versions
 
@@ -18,6 +19,7 @@ def machine_facts(backend: str) -> dict:
         "host": socket.gethostname(),
         "cpu_model": cpu_model_name(),
         "logical_cores": os.cpu_count(),
+        "cpu_isa": isa_facts(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .. import workloads
-from ..context import make_context
+from ..context import check_autocast_kernels, make_context
 from ..training import TrainingParts, run_training
 
 
@@ -177,6 +177,8 @@ def measure_bare(spec: dict, warmup_steps: int, timed_steps: int, compile_mode: 
     """A careful hand-written loop over the workload's own parts."""
     ctx = make_context(spec)
     parts: TrainingParts = workloads.get(spec["cell"]["workload"]).build_parts(ctx)
+    # The harness's probe: a kernel this CPU lacks in the autocast dtype is one line.
+    check_autocast_kernels(parts.model, ctx)
     step = _bare_step(ctx, parts, compile_mode, spec["workload_settings"])
     timing = _time_steps(ctx.device, step, warmup_steps, timed_steps)
     out = {
@@ -288,6 +290,7 @@ def measure_hf_trainer(spec: dict, warmup_steps: int, timed_steps: int) -> dict:
     set_seed(spec["run_seed"])
     torch.manual_seed(spec["run_seed"])
     model = text_multilabel.build_model(settings, len(meta["label_names"]), int(meta["vocab_size"]))
+    check_autocast_kernels(model, ctx)
     total = warmup_steps + timed_steps
     with tempfile.TemporaryDirectory() as out_dir:
         args = trainer_arguments(ctx, settings, out_dir, total, spec["run_seed"])

@@ -3,7 +3,8 @@ layer (``trainbench.stats``, docs/statistics.md) and, as dots, raw per-run value
 the record tables. No statistic is computed here (no median, interval, quantile or
 aggregation), so a figure and a table never disagree.
 
-``FIGURES[name](tables, out_path, **style)`` writes one figure: ``tables`` maps table
+``FIGURES[name](tables, out_path, **style)`` writes one figure; :func:`draw_figures`
+writes several, side by side in forked processes. ``tables`` maps table
 names to frames -- published (speedup, eval_speed, stability, per_label, memory,
 crossover, epoch_summary, matmul_summary, verification, ...) and record (runs,
 epochs, matmul). A missing or empty table gives a small figure saying there is nothing
@@ -24,8 +25,10 @@ energy         energy (samples_per_joule, spj_low/high, unavailable) + speedup (
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 
@@ -45,6 +48,7 @@ __all__ = [
     "FIGURE_NAMES",
     "device_color",
     "device_order",
+    "draw_figures",
     "energy_figure",
     "epoch_time_figure",
     "loss_figure",
@@ -66,3 +70,42 @@ FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], Non
     "memory": memory_figure,
     "energy": energy_figure,
 }
+
+# The order :func:`draw_figures` hands the families to its processes: the ones with the
+# most panels and labels first, so that the processes finish together (scheduling only).
+DRAW_ORDER = (
+    "memory", "speedup", "loss", "epoch_time", "throughput", "per_label", "matmul", "energy",
+)  # fmt: skip
+
+
+def draw_figures(
+    tables: Mapping[str, pd.DataFrame],
+    paths: Mapping[str, str | os.PathLike],
+    workers: int = 1,
+    done: Callable[[str, str | os.PathLike], None] | None = None,
+    **style,
+) -> None:
+    """Write the figure of every family in ``paths`` (name -> file). With ``workers`` > 1
+    the families are drawn side by side in that many processes forked from this one
+    (matplotlib and the tables are already loaded: a fork pays no imports); each family
+    is drawn whole by one process, so its bytes are those it has drawn alone. ``done``
+    is called with each family's name and path once it is written; ``style`` goes to
+    every family (dpi, font_scale)."""
+    unknown = sorted(set(paths) - set(FIGURES))
+    if unknown:
+        raise KeyError(f"unknown figure famil{'y' if len(unknown) == 1 else 'ies'}: {unknown}")
+    names = [n for n in DRAW_ORDER if n in paths] + [n for n in paths if n not in DRAW_ORDER]
+    workers = min(workers, len(names))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for name in names:
+            FIGURES[name](tables, paths[name], **style)
+            if done:
+                done(name, paths[name])
+        return
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {name: pool.submit(FIGURES[name], tables, paths[name], **style) for name in names}
+        for name, future in futures.items():
+            future.result()  # a family's exception is raised here, in the job
+            if done:
+                done(name, paths[name])

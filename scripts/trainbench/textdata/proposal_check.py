@@ -13,6 +13,7 @@ _TIMELINE_TOKEN = re.compile(
     rf"\bPhase (?P<phase>\d+)\b"
     rf"|\b(?P<d1>\d{{1,2}}) (?P<m1>{_MONTH_RE}) (?P<y1>\d{{4}})\b"
     rf"|\b(?P<m2>{_MONTH_RE}) (?P<d2>\d{{1,2}}), (?P<y2>\d{{4}})\b"
+    rf"|\b(?P<m3>{_MONTH_RE}) (?P<y3>\d{{4}})\b"
 )
 _PERSON = re.compile(r"\b(?:Dr\.|Professor) ([A-Z][A-Za-z'-]+) ([A-Z][A-Za-z'-]+)")
 _LISTED_OBJECTIVE = re.compile(r"^Objective (\d+):", re.MULTILINE)
@@ -20,7 +21,9 @@ _OBJECTIVE_REFERENCE = re.compile(r"\bObjective (\d+)\b(?!:)")
 
 
 def _dates_in_phase_order(text: str) -> list[dt.date]:
-    """Every date after a "Phase N" mention, grouped by phase number, phases ascending."""
+    """Every date after a "Phase N" mention, grouped by phase number, phases ascending.
+    A date is "12 March 2024", "March 12, 2024" or a month alone, "March 2024" (read as
+    its first day; the generator writes month-only timelines and never mixes forms)."""
     dates: dict[int, list[dt.date]] = {}
     phase = None
     for m in _TIMELINE_TOKEN.finditer(text):
@@ -30,8 +33,10 @@ def _dates_in_phase_order(text: str) -> list[dt.date]:
             continue
         if m["d1"]:
             day, month, year = m["d1"], m["m1"], m["y1"]
-        else:
+        elif m["d2"]:
             day, month, year = m["d2"], m["m2"], m["y2"]
+        else:
+            day, month, year = "1", m["m3"], m["y3"]
         if phase is not None:
             dates[phase].append(dt.date(int(year), MONTHS.index(month) + 1, int(day)))
     return [d for p in sorted(dates) for d in dates[p]]

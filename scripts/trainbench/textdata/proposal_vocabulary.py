@@ -28,39 +28,19 @@ BANNED_PHRASES: tuple[str, ...] = (
 
 # Every name belongs to a spelling pair and both members are ordinary base names, so a
 # variant spelling alone (Smyth, Katherine) says nothing: only the comparison does.
+# Four pairs each: a few name tokens, each seen often, so that "both spellings of one
+# pair occur" is a pattern a small model trained from scratch can meet many times.
 FIRST_NAME_PAIRS = (
     ("Jon", "John"),
     ("Catherine", "Katherine"),
     ("Steven", "Stephen"),
     ("Sara", "Sarah"),
-    ("Ann", "Anne"),
-    ("Geoffrey", "Jeffrey"),
-    ("Philip", "Phillip"),
-    ("Eric", "Erik"),
-    ("Carl", "Karl"),
-    ("Teresa", "Theresa"),
-    ("Alan", "Allan"),
-    ("Marc", "Mark"),
-    ("Rachel", "Rachael"),
-    ("Brian", "Bryan"),
-    ("Isabel", "Isobel"),
-    ("Lindsay", "Lindsey"),
 )
 SURNAME_PAIRS = (
     ("Smith", "Smyth"),
     ("Reid", "Reed"),
     ("Thompson", "Thomson"),
     ("Clark", "Clarke"),
-    ("Anderson", "Andersen"),
-    ("Stewart", "Stuart"),
-    ("Myers", "Meyers"),
-    ("Gray", "Grey"),
-    ("Hanson", "Hansen"),
-    ("Peterson", "Petersen"),
-    ("Mathews", "Matthews"),
-    ("Lowe", "Low"),
-    ("Nielsen", "Nilsen"),
-    ("Fischer", "Fisher"),
 )
 
 
@@ -120,34 +100,33 @@ TITLE_VERBS = (
     "Understanding",
 )
 TITLE_TEMPLATES = (
-    "Title: {verb} {Topic} in {Place}",
-    "Title: {verb} {Topic} Across {Place}",
-    "Title: {Topic} for {Place}: A Field Study",
+    "Title: {verb} {Topic}",
     "Project Title: {verb} {Topic}",
 )
+# The investigator's first mention (the introduction) and the later ones: every
+# template names {pi} once, so each mention is a title and a two-word name.
 INTRO_TEMPLATES = (
-    "The principal investigator is {pi}, who has led several earlier studies of {topic}.",
-    "This proposal is submitted by {pi} on behalf of a team of practitioners and researchers.",
-    "{pi} will serve as principal investigator and coordinate all partner activities.",
-    "Leadership rests with {pi}, whose prior work examined {topic} in {place}.",
-    "The project is led by {pi}, who has worked with partners in {place} for many years.",
+    "The principal investigator is {pi}.",
+    "This proposal is submitted by {pi}.",
+    "{pi} will lead the project.",
+    "The project is led by {pi}.",
+    "Leadership rests with {pi}.",
 )
 MENTION_TEMPLATES = (
-    "{pi} will supervise data collection and review every quarterly report.",
-    "Budget decisions will be approved by {pi} in consultation with the advisory board.",
-    "Field staff will report weekly to {pi} during the active periods of work.",
-    "Any change to the study protocol requires written approval from {pi}.",
-    "{pi} will present the findings at two regional meetings.",
-    "The final report will be prepared by {pi} together with the partner sites.",
-    "Questions about data access should be addressed to {pi}.",
-    "Hiring of the project coordinator will be overseen by {pi}.",
+    "{pi} will supervise data collection.",
+    "Budget decisions rest with {pi}.",
+    "Field staff report to {pi}.",
+    "Protocol changes need approval from {pi}.",
+    "{pi} will present the findings.",
+    "The final report is prepared by {pi}.",
+    "Questions should be addressed to {pi}.",
+    "Hiring is overseen by {pi}.",
 )
 OBJECTIVE_INTROS = (
-    "The project pursues the following objectives.",
-    "Specific objectives are listed below.",
-    "The work is organized around {count} objectives.",
-    "We propose {count} objectives.",
+    "",
     "Objectives:",
+    "We propose {count} objectives.",
+    "The work has {count} objectives.",
 )
 OBJECTIVE_VERBS = (
     "Measure",
@@ -160,54 +139,55 @@ OBJECTIVE_VERBS = (
     "Describe",
 )
 OBJECTIVE_THINGS = (
-    "baseline conditions at each partner site",
-    "changes in {topic} over two seasons",
-    "the costs of each intervention",
-    "outcomes against a comparison group",
-    "staff adoption of the new procedures",
-    "barriers reported by participating households",
-    "the reliability of low-cost sensors",
-    "long-term effects on {topic}",
-    "differences between {place} and nearby areas",
-    "the training needs of partner organizations",
+    "baseline conditions",
+    "seasonal changes",
+    "intervention costs",
+    "outcomes against controls",
+    "staff adoption",
+    "household barriers",
+    "sensor reliability",
+    "long-term effects",
+    "regional differences",
+    "partner training needs",
 )
 OBJECTIVE_EXTRAS = (
-    "Train local staff in standard data collection procedures",
-    "Build a shared database of site observations",
-    "Publish open teaching materials for partner schools",
-    "Share practical guidance with regional agencies",
+    "Train local staff",
+    "Build a shared database",
+    "Publish teaching materials",
+    "Share guidance with agencies",
 )
 CROSSWALK_OPENERS = (
+    "Crosswalk: {refs}.",
     "In the standards crosswalk, {refs}.",
-    "The crosswalk to the state framework is as follows: {refs}.",
-    "Alignment with the regional standards: {refs}.",
+    "Alignment with the standards: {refs}.",
     "For reviewers, {refs}.",
 )
+# Standards are named by letter so that the only numbers near "Objective" are
+# objective numbers.
 CROSSWALK_REFS = (
     "Objective {k} aligns with Standard {std}",
     "Objective {k} maps to Standard {std}",
     "Objective {k} supports Standard {std}",
-    "Standard {std} is addressed by Objective {k}",
+    "Standard {std} is met by Objective {k}",
 )
+STANDARD_NAMES = ("B", "C", "D", "F", "G", "H", "K", "M")
 TIMELINE_INTROS = (
     "",
-    "The timeline has {count} phases.",
-    "Work proceeds in {count} phases.",
-    "The schedule is summarized below.",
+    "The work has {count} phases.",
+    "Timeline:",
 )
 PHASE_TEMPLATES = (
-    "Phase {i} begins on {d1} and ends on {d2}.",
     "Phase {i} runs from {d1} to {d2}.",
-    "Phase {i} starts on {d1} and is completed by {d2}.",
+    "Phase {i} starts in {d1} and ends in {d2}.",
     "Phase {i}, {activity}, runs from {d1} to {d2}.",
-    "Phase {i} ({activity}) opens on {d1} and closes on {d2}.",
+    "Phase {i} ({activity}) lasts from {d1} until {d2}.",
 )
 PHASE_ACTIVITIES = (
-    "site recruitment",
+    "recruitment",
     "baseline data collection",
-    "the main intervention",
+    "the intervention",
     "follow-up visits",
-    "analysis and reporting",
+    "analysis",
     "instrument testing",
 )
 # The single "quality" sentence every document has: a banned phrase in positives, a plain
@@ -215,9 +195,9 @@ PHASE_ACTIVITIES = (
 QUALITY_SLOTS = (
     (
         (
-            "The team brings {x} expertise in {topic}.",
-            "The partner sites offer {x} facilities for this work.",
-            "Our approach relies on {x} methods adapted to local conditions.",
+            "The team brings {x} expertise.",
+            "The partner sites offer {x} facilities.",
+            "Our approach relies on {x} methods.",
         ),
         BANNED_ADJECTIVES,
         (
@@ -233,40 +213,20 @@ QUALITY_SLOTS = (
     ),
     (
         (
-            "The project is designed to deliver {x} for partner communities.",
-            "Funders can expect {x} from this investment in {topic}.",
+            "The project will deliver {x} for partners.",
+            "Funders can expect {x} from this work.",
         ),
         ("guaranteed results", "unprecedented success"),
         ("measurable improvements", "useful evidence", "practical guidance", "reliable estimates"),
     ),
     (
         (
-            "Our laboratory is {x} for research on {topic}.",
+            "Our laboratory is {x} for this research.",
             "The host department is {x} in this field.",
         ),
         ("the best in the nation", "second to none"),
         ("well equipped", "a regional partner", "the natural home", "an experienced host"),
     ),
-)
-FILLERS = (
-    "Previous pilots in {place} showed that {topic} can be sustained with modest local support.",
-    "Partner organizations have committed staff time and meeting space for the full award.",
-    "Data will be stored in an open repository with documentation for each variable.",
-    "An advisory board of practitioners will meet twice a year to review progress.",
-    "The evaluation combines site visits, short surveys and administrative records.",
-    "Results will be shared through plain-language briefs and a public dashboard.",
-    "The budget prioritizes local hiring and training over equipment purchases.",
-    "Community members in {place} helped shape the questions addressed here.",
-    "Risks include staff turnover and weather delays, and each has a mitigation plan.",
-    "The work builds on a decade of collaboration between the university and {place}.",
-    "Sampling sites were chosen to represent a range of conditions across {place}.",
-    "Students will gain research experience through paid summer positions.",
-    "All instruments will be tested with a small group before full deployment.",
-    "Findings on {topic} will inform guidance issued by regional agencies.",
-    "Ethical review has been requested and consent procedures are drafted.",
-    "A review at the midpoint will decide whether to expand to additional sites.",
-    "Local schools and clinics have written letters describing their interest in {topic}.",
-    "Travel costs are kept low by training staff who already live in {place}.",
 )
 MONTHS = (
     "January",

@@ -8,7 +8,6 @@ seed always gives the same documents.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,7 +17,6 @@ from .dataset import CONFIG_KEY, TextDataset
 from .proposal_vocabulary import (
     CROSSWALK_OPENERS,
     CROSSWALK_REFS,
-    FILLERS,
     FIRST_NAME_VARIANT,
     FIRST_NAMES,
     HONORIFICS,
@@ -33,6 +31,7 @@ from .proposal_vocabulary import (
     PHASE_TEMPLATES,
     PLACES,
     QUALITY_SLOTS,
+    STANDARD_NAMES,
     SURNAME_VARIANT,
     SURNAMES,
     TIMELINE_INTROS,
@@ -45,18 +44,19 @@ PROPOSAL_LABELS = ("crosswalk_error", "banned_phrases", "name_inconsistency", "d
 DEFAULT_LABEL_FREQUENCY = 0.3
 
 _NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
-_MAX_OBJECTIVE = 6  # listed objectives and cited numbers both stay within 1..6
-_TARGET_MAX_WORDS = 180
+_MAX_OBJECTIVE = 4  # listed objectives stay within 2..4 and cited numbers within 1..5
+_MENTIONS = 2
+_FIRST_YEAR = 2024  # the timeline starts in 2024 or 2025
+_PHASE_MONTHS = (13, 21)  # every phase lasts 13-20 months, so it spans two or three years
 
 
 def _pick(rng: np.random.Generator, items: Sequence):
     return items[int(rng.integers(len(items)))]
 
 
-def _format_date(day: dt.date, style: int) -> str:
-    if style == 0:
-        return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
-    return f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
+def _format_month(month: int) -> str:
+    """A month counted from January of year 0 (``12 * year + month - 1``) as "March 2025"."""
+    return f"{MONTHS[month % 12]} {month // 12}"
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,10 @@ def _title(rng: np.random.Generator, subject: _Subject) -> str:
 
 
 def _investigator_mentions(rng: np.random.Generator, inconsistent: bool) -> list[str]:
-    """The principal investigator as written at each of 2-3 mentions; if ``inconsistent``,
-    one later mention (never the first) spells the first name or the surname differently."""
+    """The principal investigator as written at each of the two mentions; if
+    ``inconsistent``, the second spells the first name or the surname the other way."""
     first, last = _pick(rng, FIRST_NAMES), _pick(rng, SURNAMES)
-    n_mentions = int(rng.integers(2, 4))
+    n_mentions = _MENTIONS
     names = [(first, last)] * n_mentions
     if inconsistent:
         j = int(rng.integers(1, n_mentions))
@@ -109,7 +109,7 @@ def _objective_numbering(rng: np.random.Generator, wrong_reference: bool) -> tup
 
     A wrong reference is one past the list: either the list stops one short of an
     objective the crosswalk cites, or the crosswalk cites one past the list. Half each
-    (forced at the ends of the 2..6 range) keeps both the list length and the largest
+    (forced at the ends of the 2..4 range) keeps both the list length and the largest
     cited number weak cues on their own; only comparing them gives the label.
     """
     full = int(rng.integers(2, _MAX_OBJECTIVE + 1))
@@ -128,69 +128,64 @@ def _objective_numbering(rng: np.random.Generator, wrong_reference: bool) -> tup
     return n_obj, refs
 
 
-def _objective_lines(rng: np.random.Generator, subject: _Subject, n_obj: int) -> list[str]:
-    """The objectives' intro line, then ``n_obj`` numbered objectives about distinct things."""
+def _objective_lines(rng: np.random.Generator, n_obj: int) -> list[str]:
+    """The objectives' intro line (none for some documents), then ``n_obj`` numbered
+    objectives about distinct things."""
     pool = [f"{v} {t}" for v in OBJECTIVE_VERBS for t in OBJECTIVE_THINGS] + list(OBJECTIVE_EXTRAS)
     chosen, used = [], set()
     while len(chosen) < n_obj:
-        text = subject.fill(_pick(rng, pool))
+        text = _pick(rng, pool)
         thing = text.split(" ", 1)[1]
         if thing not in used:
             used.add(thing)
             chosen.append(text)
     objectives = [f"Objective {k}: {text}." for k, text in enumerate(chosen, 1)]
     obj_intro = _pick(rng, OBJECTIVE_INTROS).format(count=_NUMBER_WORDS[n_obj])
-    return [obj_intro, *objectives]
+    return [obj_intro, *objectives] if obj_intro else objectives
 
 
 def _crosswalk(rng: np.random.Generator, refs: list[int]) -> str:
-    """The sentence citing objectives ``refs`` against numbered standards."""
-    parts = [
-        _pick(rng, CROSSWALK_REFS).format(
-            k=k, std=f"{int(rng.integers(1, 9))}.{int(rng.integers(1, 6))}"
-        )
-        for k in refs
-    ]
+    """The sentence citing objectives ``refs`` against lettered standards."""
+    parts = [_pick(rng, CROSSWALK_REFS).format(k=k, std=_pick(rng, STANDARD_NAMES)) for k in refs]
     joined = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return _pick(rng, CROSSWALK_OPENERS).format(refs=joined)
 
 
-def _phase_dates(rng: np.random.Generator, n_phases: int, disorder: bool) -> list[tuple]:
-    """(start, end) per phase, in phase order. In order: every date strictly after the
-    previous one. Disordered: one phase ends before it starts, or a later phase starts
-    before the earlier one ends."""
-    start = dt.date(2024, 1, 1) + dt.timedelta(days=int(rng.integers(0, 3 * 365)))
+def _phase_months(rng: np.random.Generator, n_phases: int, disorder: bool) -> list[tuple]:
+    """(start, end) month per phase, in phase order. In order: every date strictly after
+    the previous one. Disordered: one phase ends before it starts, or the next phase
+    starts inside it; either way one date goes back into an earlier year than the date
+    before it (every phase spans two or more years, so both kinds always can)."""
+    start = 12 * _FIRST_YEAR + int(rng.integers(0, 24))
     phases = []
     for _ in range(n_phases):
-        end = start + dt.timedelta(days=int(rng.integers(60, 400)))
+        end = start + int(rng.integers(*_PHASE_MONTHS))
         phases.append([start, end])
-        start = end + dt.timedelta(days=int(rng.integers(1, 45)))
+        start = end + int(rng.integers(1, 4))
     if disorder:
         i = int(rng.integers(n_phases))
         if i == n_phases - 1 or rng.random() < 0.5:
             phases[i].reverse()  # end date before start date
         else:
-            # phase i+1 starts inside phase i (still after phase i starts), then every
-            # later date keeps its order relative to the shifted start
+            # phase i+1 starts inside phase i, in a year before phase i's end year
             s, e = phases[i]
-            back = int(rng.integers(10, max(11, min((e - s).days - 1, 120))))
-            phases[i + 1][0] = e - dt.timedelta(days=back)
+            back = int(rng.integers(e % 12 + 1, min(e - s, e % 12 + 13)))
+            phases[i + 1][0] = e - back
     return [tuple(p) for p in phases]
 
 
 def _timeline_sentences(rng: np.random.Generator, disorder: bool) -> list[str]:
-    """An optional intro, then one sentence per phase with its start and end dates."""
+    """An optional intro, then one sentence per phase with its start and end months."""
     n_phases = int(rng.integers(2, 4))
-    style = int(rng.integers(2))
-    phase_dates = _phase_dates(rng, n_phases, disorder)
+    phase_months = _phase_months(rng, n_phases, disorder)
     timeline = [_pick(rng, TIMELINE_INTROS).format(count=_NUMBER_WORDS[n_phases])]
     activities = rng.permutation(len(PHASE_ACTIVITIES))
-    for i, (d1, d2) in enumerate(phase_dates, 1):
+    for i, (m1, m2) in enumerate(phase_months, 1):
         timeline.append(
             _pick(rng, PHASE_TEMPLATES).format(
                 i=i,
-                d1=_format_date(d1, style),
-                d2=_format_date(d2, style),
+                d1=_format_month(m1),
+                d2=_format_month(m2),
                 activity=PHASE_ACTIVITIES[activities[i - 1]],
             )
         )
@@ -207,7 +202,7 @@ def _quality_sentence(rng: np.random.Generator, subject: _Subject, banned: bool)
 
 @dataclass(frozen=True)
 class _Layout:
-    """Every fixed sentence of one proposal and where the optional fillers go."""
+    """Every sentence of one proposal and where the quality sentence goes."""
 
     title: str
     intro: str
@@ -216,15 +211,13 @@ class _Layout:
     crosswalk: str
     timeline: list[str]
     quality: str
-    filler_split: int  # how many fillers stand before the objectives
     quality_early: bool
     closing_order: np.ndarray  # a permutation of the closing paragraph's sentences
 
-    def render(self, fillers: list[str]) -> str:
-        k = min(self.filler_split, len(fillers))
-        head = [self.intro, *fillers[:k]] + ([self.quality] if self.quality_early else [])
-        tail = self.mentions + fillers[k:] + ([] if self.quality_early else [self.quality])
-        tail = [tail[i] for i in self.closing_order if i < len(tail)]
+    def render(self) -> str:
+        head = [self.intro] + ([self.quality] if self.quality_early else [])
+        tail = self.mentions + ([] if self.quality_early else [self.quality])
+        tail = [tail[i] for i in self.closing_order]
         return "\n".join(
             [
                 self.title,
@@ -236,14 +229,6 @@ class _Layout:
             ]
         )
 
-    def fit(self, fillers: list[str]) -> str:
-        """The rendered document, dropping fillers from the end while it is too long."""
-        text = self.render(fillers)
-        while len(text.split()) > _TARGET_MAX_WORDS and fillers:
-            fillers = fillers[:-1]
-            text = self.render(fillers)
-        return text
-
 
 def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
     subject = _Subject(topic=_pick(rng, TOPICS), place=_pick(rng, PLACES))
@@ -251,16 +236,12 @@ def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
     pis = _investigator_mentions(rng, flags["name_inconsistency"])
     intro, mentions = _investigator_sentences(rng, subject, pis)
     n_obj, refs = _objective_numbering(rng, flags["crosswalk_error"])
-    objective_lines = _objective_lines(rng, subject, n_obj)
+    objective_lines = _objective_lines(rng, n_obj)
     crosswalk = _crosswalk(rng, refs)
     timeline = _timeline_sentences(rng, flags["date_inconsistency"])
     quality = _quality_sentence(rng, subject, flags["banned_phrases"])
-
-    n_fill = int(rng.integers(0, 4))
-    fillers = [subject.fill(FILLERS[k]) for k in rng.permutation(len(FILLERS))[:n_fill]]
-    filler_split = int(rng.integers(0, n_fill + 1))
     quality_early = bool(rng.random() < 0.5)
-    closing_order = rng.permutation(len(mentions) + 1 + n_fill)
+    n_closing = len(mentions) + (0 if quality_early else 1)
     layout = _Layout(
         title=title,
         intro=intro,
@@ -269,11 +250,10 @@ def _proposal(rng: np.random.Generator, flags: dict[str, bool]) -> str:
         crosswalk=crosswalk,
         timeline=timeline,
         quality=quality,
-        filler_split=filler_split,
         quality_early=quality_early,
-        closing_order=closing_order,
+        closing_order=rng.permutation(n_closing),
     )
-    return layout.fit(fillers)
+    return layout.render()
 
 
 def _label_frequencies(label_frequencies: dict | None) -> dict[str, float]:

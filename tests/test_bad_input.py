@@ -1,0 +1,324 @@
+"""Bad input, end to end: each case is given to the config check
+(scripts/check_config.py) and to a plain ``snakemake -n`` in a copy of the workflow.
+Both must refuse it before any job with the same single ``trainbench:`` line naming
+the file, the key and the fix: no traceback, no other refusal line, no job, no
+results folder.
+
+The cases cover the structure of every config source (config.yaml, a --configfile,
+--config), an own model's entry (missing module, function, folder; not callable;
+syntax error; a failing import) and every path a config names."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from helpers import REPO, copy_workflow, run_snakemake
+
+# A config.yaml that is valid and small; each case overrides it or replaces it.
+BASE = """\
+seed: 0
+repeats: 1
+devices: [cpu]
+workloads:
+  matmul:
+    sizes: [16]
+    min_run_time_s: 0.01
+"""
+
+
+@dataclass
+class Case:
+    """``files``: written into the workflow copy (``config.yaml`` replaces BASE);
+    ``configfiles``: given as --configfile; ``config``: given as --config (Snakemake
+    only: the check has no such option); ``expect``: what the one line must hold."""
+
+    files: dict[str, str | bytes]
+    expect: tuple[str, ...]
+    configfiles: tuple[str, ...] = ()
+    config: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict)
+
+
+def own(entry: str, python_path: str = "own") -> str:
+    return (
+        "workloads:\n  mine:\n"
+        f"    entry: {entry!r}\n    python_path: [{python_path}]\n    batch_sizes: [8]\n"
+    )
+
+
+def over(text: str) -> dict[str, str]:
+    """A --configfile ``bad.yaml`` holding ``text``."""
+    return {"bad.yaml": text}
+
+
+CASES = {
+    # -- the structure of a config file ---------------------------------------------
+    "config.yaml is a list": Case(
+        {"config.yaml": "- seed\n- devices\n"}, ("config.yaml", "holds a list", "Fix:")
+    ),
+    "config.yaml is empty": Case({"config.yaml": ""}, ("config.yaml", "is empty", "Fix:")),
+    "config.yaml is a scalar": Case(
+        {"config.yaml": "matmul\n"}, ("config.yaml", "the string 'matmul'", "Fix:")
+    ),
+    "a configfile is a list": Case(
+        over("- workloads\n"), ("bad.yaml", "holds a list"), configfiles=("bad.yaml",)
+    ),
+    "a configfile is empty": Case(
+        over("# nothing\n"), ("bad.yaml", "is empty"), configfiles=("bad.yaml",)
+    ),
+    "a configfile is a number": Case(
+        over("42\n"), ("bad.yaml", "the int 42"), configfiles=("bad.yaml",)
+    ),
+    "a JSON configfile is a list": Case(
+        {"bad.json": "[1, 2]"}, ("bad.json", "holds a list"), configfiles=("bad.json",)
+    ),
+    "a configfile is missing": Case(
+        {}, ("absent.yaml", "does not exist", "Fix:"), configfiles=("absent.yaml",)
+    ),
+    "a configfile is a folder": Case(
+        {"bad.yaml/.keep": ""}, ("bad.yaml", "is a folder", "Fix:"), configfiles=("bad.yaml",)
+    ),
+    "a configfile is not YAML": Case(
+        over("repeats: [\n"), ("bad.yaml line 2", "not valid YAML"), configfiles=("bad.yaml",)
+    ),
+    "a configfile is not UTF-8": Case(
+        {"bad.yaml": b"run_name: caf\xe9\n"},
+        ("bad.yaml line 1", "not UTF-8", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a key given twice": Case(
+        over("repeats: 2\nrepeats: 3\n"),
+        ("bad.yaml line 2", "`repeats`", "appears twice"),
+        configfiles=("bad.yaml",),
+    ),
+    "a key that YAML reads as a number": Case(
+        over("workloads:\n  matmul:\n    1: 2\n"),
+        ("bad.yaml line 3", "`workloads.matmul`", "Fix: quote it"),
+        configfiles=("bad.yaml",),
+    ),
+    "an alias inside itself": Case(
+        over("devices: &d [*d]\n"), ("bad.yaml line 1", "`devices"), configfiles=("bad.yaml",)
+    ),
+    "workloads is a list": Case(
+        over("workloads:\n  - matmul\n"),
+        ("bad.yaml line 1", "`workloads`", "must be a mapping", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload is a string": Case(
+        over("workloads:\n  matmul: fast\n"),
+        ("bad.yaml line 2", "`workloads.matmul`", "must be a mapping"),
+        configfiles=("bad.yaml",),
+    ),
+    "devices is a mapping": Case(
+        over("devices: {cpu: 1}\n"),
+        ("bad.yaml line 1", "`devices`", "must be a list"),
+        configfiles=("bad.yaml",),
+    ),
+    "batch_sizes is a string": Case(
+        over("workloads:\n  image_cnn:\n    batch_sizes: '32'\n"),
+        ("bad.yaml line 3", "`workloads.image_cnn.batch_sizes`", "must be a list"),
+        configfiles=("bad.yaml",),
+    ),
+    "data is a list": Case(
+        over("workloads:\n  image_cnn:\n    data: [synthetic]\n"),
+        ("bad.yaml line 3", "`workloads.image_cnn.data`", "must be a mapping"),
+        configfiles=("bad.yaml",),
+    ),
+    "a nested number is a word": Case(
+        over("workloads:\n  image_cnn:\n    data:\n      n_train: many\n"),
+        ("bad.yaml line 4", "`workloads.image_cnn.data.n_train`", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "launcher is a string": Case(
+        over("launcher: fast\n"),
+        ("bad.yaml line 1", "`launcher`", "must be a mapping"),
+        configfiles=("bad.yaml",),
+    ),
+    "an unknown nested key": Case(
+        over("launcher:\n  retries: 3\n"),
+        ("bad.yaml line 2", "`retries`", "under `launcher`", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "the second of two configfiles": Case(
+        {"a.yaml": "repeats: 2\n", "bad.yaml": "devices: cpu\n"},
+        ("bad.yaml line 1", "`devices`", "must be a list"),
+        configfiles=("a.yaml", "bad.yaml"),
+    ),
+    "--config of the wrong kind": Case(
+        {}, ("--config", "`workloads`", "must be a mapping"), config=("workloads=3",)
+    ),
+    # -- an own model's entry ---------------------------------------------------------
+    "an entry whose module does not exist": Case(
+        {"bad.yaml": own("nomodule:build"), "own/.keep": ""},
+        ("bad.yaml line 3", "`workloads.mine.entry`", "'nomodule'", "own", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "an entry whose function does not exist": Case(
+        {"bad.yaml": own("mod:nobuild"), "own/mod.py": "def build(ctx):\n    pass\n"},
+        ("bad.yaml line 3", "`workloads.mine.entry`", "has no 'nobuild'", "own/mod.py"),
+        configfiles=("bad.yaml",),
+    ),
+    "an entry that is not callable": Case(
+        {"bad.yaml": own("mod:build"), "own/mod.py": "build = 3\n"},
+        ("bad.yaml line 3", "`workloads.mine.entry`", "not callable", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "an entry module with a syntax error": Case(
+        {"bad.yaml": own("mod:build"), "own/mod.py": "def build(ctx)\n    pass\n"},
+        ("bad.yaml line 3", "`workloads.mine.entry`", "SyntaxError", "mod.py, line 1"),
+        configfiles=("bad.yaml",),
+    ),
+    "an entry module whose import fails": Case(
+        {"bad.yaml": own("mod:build"), "own/mod.py": "import no_such_dependency_x\n"},
+        ("bad.yaml line 3", "`workloads.mine.entry`", "no_such_dependency_x", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "an entry without a function": Case(
+        over(own("mod")),
+        ("bad.yaml line 3", "`workloads.mine.entry`", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "an entry's python_path folder does not exist": Case(
+        over(own("mod:build", "nowhere")),
+        ("bad.yaml line 4", "`workloads.mine.python_path[0]`", "'nowhere'", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    # -- paths the config names -------------------------------------------------------
+    "an MNIST folder that does not exist": Case(
+        over("workloads:\n  image_cnn:\n    data: {source: mnist_idx, path: nowhere}\n"),
+        ("bad.yaml line 3", "`workloads.image_cnn.data.path`", "does not exist", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a GoEmotions folder without its files": Case(
+        {
+            "bad.yaml": "workloads:\n  text_multilabel:\n"
+            "    data: {source: goemotions, path: go}\n",
+            "go/original/labels.txt": "joy\n",
+        },
+        ("bad.yaml line 3", "`workloads.text_multilabel.data.path`", "holds no labels.txt"),
+        configfiles=("bad.yaml",),
+    ),
+    "a table path that is a folder": Case(
+        {
+            "bad.yaml": "workloads:\n  text_multilabel:\n    data: {source: table, path: folder}\n",
+            "folder/.keep": "",
+        },
+        ("bad.yaml line 3", "`workloads.text_multilabel.data.path`", "is not a file"),
+        configfiles=("bad.yaml",),
+    ),
+    "a pairs file that does not exist": Case(
+        over("workloads:\n  two_tower:\n    data: {source: pairs_file, path: p.npz}\n"),
+        ("bad.yaml line 3", "`workloads.two_tower.data.path`", "does not exist"),
+        configfiles=("bad.yaml",),
+    ),
+    "results to include that do not exist": Case(
+        over("aggregate:\n  include_results: [elsewhere]\n"),
+        ("bad.yaml line 2", "`aggregate.include_results[0]`", "does not exist", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return copy_workflow(tmp_path_factory.mktemp("bad-input") / "wf")
+
+
+@pytest.fixture
+def workflow(pristine, tmp_path) -> Path:
+    """A fresh copy of the workflow per case (cheap: a local copy of the copy)."""
+    import shutil
+
+    dst = tmp_path / "wf"
+    shutil.copytree(pristine, dst, symlinks=True)
+    return dst
+
+
+def _write(workflow: Path, case: Case) -> None:
+    (workflow / "config.yaml").write_text(BASE)
+    for name, content in case.files.items():
+        path = workflow / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+def _refusal(proc: subprocess.CompletedProcess, case: Case) -> str:
+    """The one refusal line, after checking what else the output may not hold."""
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "Traceback" not in output, output
+    assert not [line for line in output.splitlines() if line.lstrip().startswith('File "')]
+    lines = [line for line in output.splitlines() if line.startswith("trainbench: ")]
+    assert len(lines) == 1, output
+    for fragment in case.expect:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert "Fix:" in lines[0], lines[0]
+    return lines[0]
+
+
+def _check(workflow: Path, case: Case) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "scripts/check_config.py", "config.yaml", *case.configfiles],
+        cwd=workflow,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _snakemake(workflow: Path, case: Case) -> subprocess.CompletedProcess:
+    args = ["-n", "--cores", "1"]
+    if case.configfiles:
+        args += ["--configfile", *case.configfiles]
+    if case.config:
+        args += ["--config", *case.config]
+    return run_snakemake(workflow, *args, timeout=300)
+
+
+def test_the_base_config_is_accepted_by_both(workflow):
+    _write(workflow, Case({}, ()))
+    assert _check(workflow, Case({}, ())).returncode == 0
+    proc = _snakemake(workflow, Case({}, ()))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if not c.config])
+def test_the_config_check_refuses_in_one_line(workflow, name):
+    case = CASES[name]
+    _write(workflow, case)
+    _refusal(_check(workflow, case), case)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", list(CASES))
+def test_snakemake_refuses_before_any_job_as_the_check_does(workflow, name):
+    case = CASES[name]
+    _write(workflow, case)
+    proc = _snakemake(workflow, case)
+    line = _refusal(proc, case)
+    assert "Job stats" not in proc.stdout + proc.stderr
+    assert not (workflow / "results").exists()
+    if not case.config:
+        assert _refusal(_check(workflow, case), case) == line
+
+
+SHIPPED = ["config.yaml", ".test/config.yaml", "examples/my_model.yaml"] + sorted(
+    str(p.relative_to(REPO)) for p in (REPO / "configs").glob("*.yaml")
+)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_config_file_passes_the_check_of_one_file(name):
+    """What each file is checked for on its own (before the merge) refuses none of the
+    files this checkout ships."""
+    from trainbench.config_files import read_config_file
+
+    assert read_config_file(REPO / name).problems == []
