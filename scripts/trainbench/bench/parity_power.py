@@ -287,11 +287,13 @@ def workload_code_sha256(module: Path) -> str:
 
 
 def git_commit(folder: Path) -> str | None:
-    """The checkout's commit, with ``-dirty`` when tracked files differ from it."""
+    """The checkout's commit, with ``-dirty`` when tracked files other than the
+    benchmark results (which a running benchmark rewrites) differ from it."""
     try:
         head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], check=True,
                               capture_output=True, text=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(folder), "diff", "--quiet", "HEAD", "--"],
+        dirty = subprocess.run(["git", "-C", str(folder), "diff", "--quiet", "HEAD", "--", ":/",
+                                ":(exclude,top)benchmarks/results"],
                                capture_output=True).returncode != 0  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return None
