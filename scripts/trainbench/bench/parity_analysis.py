@@ -340,6 +340,48 @@ def _summary_lines(total: Mapping) -> list[str]:
     return lines
 
 
+SHORT = {
+    FAIL: "**fail**",
+    PASS: "pass",
+    IDENTICAL: "identical",
+    "insufficient data": "insufficient",
+}
+
+
+def _overview_lines(results: Mapping) -> list[str]:
+    """One row per workload × batch size, one cell per column: the outcome at R
+    repeats / at 3 (seeds 0–2), then the fails among the 3-of-R subsets."""
+    comparisons = results["comparisons"]
+    names = list(dict.fromkeys(c["column"] for c in comparisons))
+    keys = list(dict.fromkeys((c["workload"], c["batch_size"]) for c in comparisons))
+    found = {(c["workload"], c["batch_size"], c["column"]): c for c in comparisons}
+    rows = []
+    for workload, bs in keys:
+        cells = []
+        for name in names:
+            c = found.get((workload, bs, name))
+            if c is None:
+                cells.append("not run")
+                continue
+            s = c["subsets"]
+            fails = f" ({s['outcomes'].get(FAIL, 0)}/{s['subsets']} fail)" if s["subsets"] else ""
+            cells.append(f"{SHORT.get(c['all']['parity'], c['all']['parity'])} / "
+                         f"{SHORT.get(c['first3']['parity'], c['first3']['parity'])}{fails}")  # fmt: skip
+        rows.append(f"| {workload} | {bs} | " + " | ".join(cells) + " |")
+    r = results["repeats"]
+    return [
+        "## Overview",
+        "",
+        f"Each cell: the outcome at {r} repeats / at 3 (run seeds 0–2), then how many of the "
+        f"3-of-{r} subsets fail.",
+        "",
+        "| workload | batch | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+        *rows,
+        "",
+    ]
+
+
 def _header(results: Mapping) -> list[str]:
     facts, machine = results["config"], results.get("machine", {})
     runs = results["invocations"]
@@ -383,6 +425,7 @@ def render(results: dict) -> str:
         "",
         *_summary_lines(results["summary"]),
         "",
+        *_overview_lines(results),
         "## Every column",
         "",
         f"| workload | batch | column | {r}-repeat | 3-repeat | 3-of-{r} subsets | drift ratio "
