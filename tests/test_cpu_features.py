@@ -121,6 +121,17 @@ def test_probe_leaves_the_model_untouched():
 @pytest.mark.skipif(
     "avx2" not in cf.cpu_flags()[0], reason="ONEDNN_MAX_CPU_ISA=AVX2 needs an x86 CPU with AVX2"
 )
+def test_probe_leaves_torchs_random_state_as_it_was():
+    """A bf16 cell and its float32 baseline of the same run seed must draw the same
+    dropout masks and batches after the probe (parity pairs them by run seed)."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Conv2d(1, 2, 3))
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    cf.autocast_unavailable(model, "bfloat16")
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_onednn_capped_at_avx2_cannot_run_a_bf16_lstm():
     """The real kernel, not a flag table: with oneDNN capped at AVX2 (no bf16
     instructions) the bf16 LSTM has no primitive and the probe says so; a Linear runs.

@@ -146,10 +146,18 @@ def _run_probe(module: Any, dtype: Any) -> None:
 def autocast_unavailable(model: Any, dtype: str) -> str | None:
     """None when every probed kernel kind of ``model`` runs forward and backward under
     ``torch.autocast('cpu', dtype)``; else one line naming the dtype, the kernel, the
-    error's first line and the instruction set found."""
+    error's first line and the instruction set found. Torch's random state is left as
+    it was: the probe's random inputs must not move the cell's dropout masks and
+    batches off those of the baseline's repeat with the same run seed (parity pairs
+    them)."""
     import torch
 
     torch_dtype = getattr(torch, dtype)
+    with torch.random.fork_rng(devices=[]):
+        return _first_failure(model, torch_dtype, dtype)
+
+
+def _first_failure(model: Any, torch_dtype: Any, dtype: str) -> str | None:
     for name, module in probe_modules(model).items():
         try:
             _run_probe(module, torch_dtype)

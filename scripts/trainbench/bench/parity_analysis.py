@@ -1,37 +1,56 @@
 """The parity rule applied to the runs of the parity-power benchmark
 (:mod:`trainbench.bench.parity_power`), and its Markdown summary.
 
-The two columns it compares are fixed here: the baseline (device ``cpu-t1``, base seed
-:data:`BASELINE_SEED`) and the device column (``cpu-t2``, base seed :data:`DEVICE_SEED`),
-:data:`REPEATS` runs each. :func:`compare` judges every workload × batch size (the clean
-pair, every split of the clean runs, each fault size), :func:`summary` counts false
-alarms and detections, :func:`render` writes the Markdown, and :func:`simulate` gives
-the rule's outcome frequencies under the normal model.
+Every column's repeats are judged against the baseline's repeats of the same run
+seeds by the report's own rule (:func:`trainbench.stats.parity.parity_table`, with
+the float64 references and the config's ``report.parity`` settings): no second
+implementation of it here. Per workload × batch size × column, :func:`compare` gives
+
+* the decision on every repeat (**R-repeat**, 5 by default) and on the first three run
+  seeds (**3-repeat**, what the default ``repeats: 3`` would have seen);
+* the outcomes over every subset of 3 of the R run seeds (10 of 5): for the clean
+  column these are the **clean splits** (a fail is a false alarm), for the others how
+  often a 3-repeat run would have reached each outcome (the subsets share runs: an
+  indication, not independent trials);
+* the drift ratio (median and interval), the check that decided, the paired final
+  metric and loss differences, the canary's outcome and the seconds per run.
+
+:func:`summary` counts false alarms, benign passes and detections; :func:`render`
+writes the Markdown.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..numeric_fault import FAULT
-from ..stats.parity import FAIL, PASS, Margins, margins_for, parity_table
+from ..loss_tables import REFERENCE_COLUMNS
+from ..stats.parity import FAIL, IDENTICAL, PASS, ParitySettings, parity_table
 from ..tables import compact
 
-REPEATS = 3
-BASELINE_DEVICE, DEVICE = "cpu-t1", "cpu-t2"
-BASELINE_SEED, DEVICE_SEED = 0, 100
+SUBSET = 3
+BASELINE, REFERENCE = "baseline", "reference"
+ORDER = ("clean", "threads2", "avx2", "bf16")  # then the faults by size
 RUN_FIELDS = ("status", "final_metric", "final_loss", "primary_metric", "numerics_status",
-              "numerics_failed_ops", "error_class", "error_message")  # fmt: skip
+              "numerics_failed_ops", "error_class", "error_message", "autocast_dtype",
+              "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "torch_threads")  # fmt: skip
+KEPT = ("parity", "rule", "pairs", "precision", "drift_multiplier", "drift_low",
+        "drift_median", "drift_high", "device_error", "baseline_error", "drift_within",
+        "metric_diff", "metric_low", "metric_high", "metric_margin", "metric_within",
+        "loss_diff", "loss_low", "loss_high", "loss_margin", "loss_within", "interval")  # fmt: skip
 
 
 def json_scalar(value: Any) -> Any:
-    """A JSON-ready scalar (NaN -> None)."""
+    """A JSON-ready scalar (NaN, NA -> None)."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
     if isinstance(value, (float, np.floating)):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
@@ -42,89 +61,83 @@ def json_scalar(value: Any) -> Any:
 # ----------------------------------------------------------------------------- the rule
 
 
-def _runs_frame(baseline: Sequence[dict], device: Sequence[dict]) -> pd.DataFrame:
-    """A runs table of two groups: ``baseline`` as cpu-t1, ``device`` as cpu-t2, reps
-    numbered within each group."""
-    rows = []
-    for name, group in ((BASELINE_DEVICE, baseline), (DEVICE, device)):
-        for rep, run in enumerate(group):
-            rows.append({**{k: run.get(k) for k in RUN_FIELDS}, "workload": run["workload"],
-                         "batch_size": run["batch_size"], "device": name, "rep": rep})  # fmt: skip
-    return pd.DataFrame(rows)
+def _tables(baseline: Sequence[dict], device: Sequence[dict], references: Sequence[dict]):
+    runs, steps = [], []
+    for label, group in ((BASELINE, baseline), ("device", device)):
+        for run in group:
+            record = f"{label}/{run['record']}"
+            runs.append({**{k: run.get(k) for k in RUN_FIELDS}, "workload": run["workload"],
+                         "batch_size": run["batch_size"], "device": label, "rep": run["rep"],
+                         "run_seed": run.get("run_seed", run["rep"]), "record": record})  # fmt: skip
+            steps += [{"record": record, "kind": "run", "step": t, "loss": v}
+                      for t, v in enumerate(run.get("losses") or [])]  # fmt: skip
+    refs = []
+    for ref in references:
+        refs.append({k: ref.get(k) for k in REFERENCE_COLUMNS})
+        steps += [{"record": ref["record"], "kind": "reference", "step": t, "loss": v}
+                  for t, v in enumerate(ref.get("losses") or [])]  # fmt: skip
+    return (pd.DataFrame(runs), pd.DataFrame(steps, columns=["record", "kind", "step", "loss"]),
+            pd.DataFrame(refs, columns=REFERENCE_COLUMNS))  # fmt: skip
 
 
-def judge(baseline: Sequence[dict], device: Sequence[dict], margins: Margins | None) -> dict:
-    """The parity row of ``device`` runs against ``baseline`` runs (one workload and
-    batch size), as a plain dict."""
-    table = parity_table(_runs_frame(baseline, device), BASELINE_DEVICE, margins)
-    if table.empty:
-        return {"parity": "no ok runs", "rule": "no ok run with a result on the device side"}
-    row = table.iloc[0].to_dict()
-    keep = ("parity", "rule", "n", "baseline_n", "final_metric", "baseline_metric", "metric_diff",
-            "metric_low", "metric_high", "final_loss", "baseline_loss", "loss_diff", "loss_low",
-            "loss_high", "metric_margin", "loss_margin")  # fmt: skip
-    return {k: json_scalar(None if pd.isna(row[k]) else row[k]) for k in keep}
-
-
-def split_false_alarms(
-    clean: Sequence[dict], margins: Margins | None, group: int = REPEATS
+def judge(
+    baseline: Sequence[dict],
+    device: Sequence[dict],
+    references: Sequence[dict],
+    settings: ParitySettings | None = None,
 ) -> dict:
-    """The rule over every split of the ``clean`` runs into two groups of ``group``
-    (each unordered split once): counts of each outcome."""
-    runs = [r for r in clean if r["status"] == "ok"][: 2 * group]
+    """The parity row of ``device`` runs against ``baseline`` runs (one workload and
+    batch size, paired by run seed), with the float64 ``references``, as a plain dict
+    with ``decided_by`` added."""
+    runs, steps, refs = _tables(baseline, device, references)
+    table = parity_table(runs, BASELINE, steps, refs, settings)
+    if table.empty:
+        return {"parity": "no ok runs", "rule": "no ok run on the device side",
+                "decided_by": "no ok runs"}  # fmt: skip
+    row = table.iloc[0].to_dict()
+    found = {k: json_scalar(row.get(k)) for k in KEPT}
+    found["decided_by"] = decided_by(found)
+    return found
+
+
+def decided_by(row: Mapping) -> str:
+    """Which check gave the outcome: ``drift``, ``metric``, ``loss`` (the gross check),
+    ``bit-identical``, or why nothing did."""
+    outcome = row.get("parity")
+    if outcome == IDENTICAL:
+        return "bit-identical"
+    if outcome == FAIL:
+        failed = [("drift", row.get("drift_within")), ("metric", row.get("metric_within")),
+                  ("loss", row.get("loss_within"))]  # fmt: skip
+        return " + ".join(name for name, within in failed if within is False)
+    if outcome == PASS:
+        return "drift"
+    rule = row.get("rule") or ""
+    if "straddle" in rule:
+        return "none: drift straddles the envelope"
+    if "no loss-drift judgement" in rule:
+        return "none: no drift judgement"
+    return f"none: {outcome}"
+
+
+def _by_seed(runs: Iterable[dict], seeds: Sequence[int]) -> list[dict]:
+    wanted = set(seeds)
+    return [r for r in runs if r.get("run_seed", r["rep"]) in wanted]
+
+
+def subset_outcomes(
+    base: Sequence[dict], device: Sequence[dict], refs: Sequence[dict],
+    settings: ParitySettings | None, size: int = SUBSET,
+) -> dict:  # fmt: skip
+    """The rule on every subset of ``size`` of the run seeds the device and the baseline
+    share (both sides restricted to it): counts of each outcome."""
+    seeds = sorted({r.get("run_seed", r["rep"]) for r in device}
+                   & {r.get("run_seed", r["rep"]) for r in base})  # fmt: skip
     counts: dict[str, int] = {}
-    if len(runs) < 2 * group:
-        return {"splits": 0, "outcomes": counts}
-    seen = set()
-    for first in itertools.combinations(range(len(runs)), group):
-        rest = tuple(i for i in range(len(runs)) if i not in first)
-        if (rest, first) in seen:
-            continue
-        seen.add((first, rest))
-        outcome = judge([runs[i] for i in first], [runs[i] for i in rest], margins)["parity"]
-        counts[outcome] = counts.get(outcome, 0) + 1
-    return {"splits": sum(counts.values()), "outcomes": counts}
-
-
-def _spread(runs: Sequence[dict], key: str) -> float | None:
-    values = [r[key] for r in runs if r["status"] == "ok" and r.get(key) is not None]
-    return float(np.std(values, ddof=1)) if len(values) >= 2 else None
-
-
-def compare(runs: Sequence[dict], margins: Margins | None) -> list[dict]:
-    """Per workload × batch size: the clean pair, the split false alarms, each fault
-    size's outcome and canary, and the seed-to-seed spread of the clean runs."""
-    out = []
-    keys = dict.fromkeys((r["workload"], r["batch_size"]) for r in runs)
-    for workload, bs in keys:
-        mine = [r for r in runs if (r["workload"], r["batch_size"]) == (workload, bs)]
-        base = [r for r in mine if r["role"] == "baseline"]
-        clean = [r for r in mine if r["role"] == "clean"]
-        entry = {
-            "workload": workload, "batch_size": bs, "margins": margins_for(margins, workload),
-            "clean_pair": judge(base, clean, margins),
-            "clean_splits": split_false_alarms(base + clean, margins, max(len(base), 1)),
-            "seed_std_metric": _spread(base + clean, "final_metric"),
-            "seed_std_loss_rel": _relative_spread(base + clean),
-            "faults": [],
-        }  # fmt: skip
-        for size in sorted({r["size"] for r in mine if r["role"] == "fault"}):
-            faulted = [r for r in mine if r["role"] == "fault" and r["size"] == size]
-            found = judge(base, faulted, margins)
-            canary = [r.get("numerics_status") for r in faulted]
-            entry["faults"].append({
-                "size": size, **found, "detected": found["parity"] == FAIL,
-                "canary": _tally(canary), "runs": len(faulted),
-                "ok_runs": sum(r["status"] == "ok" for r in faulted),
-            })  # fmt: skip
-        out.append(entry)
-    return out
-
-
-def _relative_spread(runs: Sequence[dict]) -> float | None:
-    std = _spread(runs, "final_loss")
-    losses = [r["final_loss"] for r in runs if r["status"] == "ok" and r.get("final_loss")]
-    return std / abs(float(np.mean(losses))) if std is not None and losses else None
+    for subset in itertools.combinations(seeds, size):
+        found = judge(_by_seed(base, subset), _by_seed(device, subset), refs, settings)
+        counts[found["parity"]] = counts.get(found["parity"], 0) + 1
+    return {"subsets": sum(counts.values()), "size": size, "outcomes": counts}
 
 
 def _tally(values: Iterable) -> str:
@@ -134,32 +147,144 @@ def _tally(values: Iterable) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
 
 
+def same_final(base: Sequence[dict], device: Sequence[dict]) -> str:
+    """ "k of n": the ok pairs whose final metric and final loss equal the baseline's
+    bit for bit (the rule's ``identical`` reads the first reference steps' losses)."""
+    ok = {r.get("run_seed", r["rep"]): r for r in base if r["status"] == "ok"}
+    pairs = [(ok[r.get("run_seed", r["rep"])], r) for r in device
+             if r["status"] == "ok" and r.get("run_seed", r["rep"]) in ok]  # fmt: skip
+    same = sum(b.get("final_metric") == d.get("final_metric")
+               and b.get("final_loss") == d.get("final_loss") for b, d in pairs)  # fmt: skip
+    return f"{same} of {len(pairs)}"
+
+
+def _mean_seconds(runs: Sequence[dict]) -> float | None:
+    values = [r["seconds"] for r in runs if r.get("seconds") is not None]
+    return float(np.mean(values)) if values else None
+
+
+def compare(runs: Sequence[dict], columns: Mapping[str, Mapping], settings: ParitySettings,
+            repeats: int) -> list[dict]:  # fmt: skip
+    """Per workload × batch size × column (every column but the baseline and the
+    references): the R-repeat and 3-repeat decisions, the 3-of-R subsets, the canary
+    and the seconds per run (see the module docstring)."""
+    out = []
+    keys = dict.fromkeys((r["workload"], r["batch_size"]) for r in runs)
+    first = list(range(min(SUBSET, repeats)))
+    for workload, bs in keys:
+        mine = [r for r in runs if (r["workload"], r["batch_size"]) == (workload, bs)]
+        base = [r for r in mine if r["column"] == BASELINE]
+        refs = [r for r in mine if r["column"] == REFERENCE]
+        for name, column in _ordered(columns):
+            device = [r for r in mine if r["column"] == name]
+            if name in (BASELINE, REFERENCE) or not device:
+                continue
+            entry = {
+                "workload": workload, "batch_size": bs, "column": name,
+                "kind": column["kind"], "size": column.get("size") or 0.0,
+                "runs": len(device), "ok_runs": sum(r["status"] == "ok" for r in device),
+                "all": judge(base, device, refs, settings),
+                "first3": judge(_by_seed(base, first), _by_seed(device, first), refs, settings),
+                "subsets": subset_outcomes(base, device, refs, settings),
+                "canary": _tally(r.get("numerics_status") for r in device),
+                "same_final": same_final(base, device),
+                "seconds_per_run": _mean_seconds(device),
+                "errors": sorted({f"{r.get('error_class')}: {r.get('error_message')}"
+                                  for r in device if r["status"] != "ok"}),
+            }  # fmt: skip
+            out.append(entry)
+    return out
+
+
+def _ordered(columns: Mapping[str, Mapping]) -> list[tuple[str, Mapping]]:
+    """The columns in :data:`ORDER`, then the faults by size, then any other."""
+
+    def rank(item):
+        name, column = item
+        known = ORDER.index(name) if name in ORDER else len(ORDER)
+        return known, column.get("kind") != "fault", column.get("size") or 0.0, name
+
+    return sorted(columns.items(), key=rank)
+
+
+def cost(runs: Sequence[dict]) -> list[dict]:
+    """Seconds per run (mean over the repeats) of the baseline and of the reference,
+    per workload × batch size."""
+    out = []
+    for workload, bs in dict.fromkeys((r["workload"], r["batch_size"]) for r in runs):
+        mine = [r for r in runs if (r["workload"], r["batch_size"]) == (workload, bs)]
+        every = [r["seconds"] for r in mine if r.get("seconds") is not None]
+        out.append({
+            "workload": workload, "batch_size": bs,
+            "baseline_seconds": _mean_seconds([r for r in mine if r["column"] == BASELINE]),
+            "reference_seconds": _mean_seconds([r for r in mine if r["column"] == REFERENCE]),
+            "runs": len(mine), "run_seconds_total": float(sum(every)),
+        })  # fmt: skip
+    return out
+
+
 def summary(comparisons: Sequence[dict]) -> dict:
-    """False alarms over the clean pairs and over the clean splits, detections by size."""
-    pairs = [c["clean_pair"]["parity"] for c in comparisons]
-    splits = [c["clean_splits"] for c in comparisons]
-    n_splits = sum(s["splits"] for s in splits)
-    split_fails = sum(s["outcomes"].get(FAIL, 0) for s in splits)
-    by_size: dict[str, list] = {}
-    for c in comparisons:
-        for f in c["faults"]:
-            by_size.setdefault(compact(f["size"]), []).append(f["detected"])
-    return {
-        "clean_pairs": len(pairs),
-        "clean_pair_false_alarms": pairs.count(FAIL),
-        "clean_pair_passes": pairs.count(PASS),
-        "clean_splits": n_splits,
-        "clean_split_false_alarms": split_fails,
-        "clean_split_passes": sum(s["outcomes"].get(PASS, 0) for s in splits),
-        "false_alarm_rate_splits": split_fails / n_splits if n_splits else None,
-        "detected_by_size": {k: f"{sum(v)}/{len(v)}" for k, v in by_size.items()},
-    }
+    """False alarms (clean pairs and clean splits), benign passes and detections by
+    fault size, at R repeats, at 3, and over the 3-of-R subsets."""
+
+    def count(entries: list[dict], outcome: str) -> dict:
+        return {
+            "cells": len(entries),
+            "all": sum(e["all"]["parity"] == outcome for e in entries),
+            "first3": sum(e["first3"]["parity"] == outcome for e in entries),
+            "subsets": sum(e["subsets"]["outcomes"].get(outcome, 0) for e in entries),
+            "subsets_total": sum(e["subsets"]["subsets"] for e in entries),
+        }
+
+    clean = [c for c in comparisons if c["kind"] == "clean"]
+    out = {
+        "clean_false_alarms": count(clean, FAIL),
+        "clean_identical": count(clean, IDENTICAL),
+        "benign_passes": {}, "benign_false_alarms": {}, "detected": {},
+    }  # fmt: skip
+    for name in dict.fromkeys(c["column"] for c in comparisons if c["kind"] == "benign"):
+        entries = [c for c in comparisons if c["column"] == name]
+        out["benign_passes"][name] = count(entries, PASS)
+        out["benign_false_alarms"][name] = count(entries, FAIL)
+    for name in dict.fromkeys(c["column"] for c in comparisons if c["kind"] == "fault"):
+        out["detected"][name] = count([c for c in comparisons if c["column"] == name], FAIL)
+    return out
 
 
-def analyse(results: dict, margins: Margins | None) -> dict:
-    """``results`` with its comparisons and summary (re)computed from its runs."""
-    results["comparisons"] = compare(results["runs"], margins)
+def truncated(runs: Sequence[dict], steps: int) -> list[dict]:
+    """``runs`` with every run's and reference's losses cut to the first ``steps``: what
+    a reference of ``steps`` steps (``report.parity_reference.steps``) would have given
+    (the reference's step t does not depend on how many steps it runs)."""
+    return [{**r, "losses": (r.get("losses") or [])[:steps]} for r in runs]
+
+
+def sensitivity(results: Mapping, steps: Sequence[int]) -> list[dict]:
+    """The R-repeat and 3-repeat outcomes and the 3-of-R subsets of every column, with
+    the drift measured over the first ``steps`` steps instead of the configured number:
+    the same rule, only ``report.parity_reference.steps`` shorter."""
+    settings = ParitySettings.from_config(results["config"].get("parity"))
+    out = []
+    for k in steps:
+        found = compare(truncated(results["runs"], k), results["columns"], settings,
+                        results["repeats"])  # fmt: skip
+        out.append({"steps": int(k), "summary": summary(found), "cells": [
+            {key: c[key] for key in ("workload", "batch_size", "column")}
+            | {"all": c["all"]["parity"], "first3": c["first3"]["parity"],
+               "drift_median": c["all"].get("drift_median"),
+               "subsets": c["subsets"]["outcomes"]} for c in found]})  # fmt: skip
+    return out
+
+
+def analyse(results: dict, sensitivity_steps: Sequence[int] = ()) -> dict:
+    """``results`` with its comparisons, cost and summary (re)computed from its runs;
+    with ``sensitivity_steps``, the same at those shorter drift windows."""
+    settings = ParitySettings.from_config(results["config"].get("parity"))
+    results["comparisons"] = compare(results["runs"], results["columns"], settings,
+                                     results["repeats"])  # fmt: skip
+    results["cost"] = cost(results["runs"])
     results["summary"] = summary(results["comparisons"])
+    if sensitivity_steps:
+        results["sensitivity"] = sensitivity(results, sensitivity_steps)
     return results
 
 
@@ -173,95 +298,209 @@ def _num(x, percent: bool = False) -> str:
     return f"{sign}{compact(abs(100 * x if percent else x))}{unit}"
 
 
-def _cell(found: dict, clean: bool = False) -> str:
-    """ "**detected** (−0.21, loss +35%)", "missed (pass) (…)", "not detected
-    (inconclusive) (…)"; for a clean pair "pass", "**false alarm** (fail)", "inconclusive"."""
-    words = {FAIL: "**false alarm** (fail)", PASS: "pass"} if clean else {
-        FAIL: "**detected**", PASS: "missed (pass)"}  # fmt: skip
-    word = words.get(found["parity"], found["parity"])
-    if found["parity"] == "insufficient data" and "inconclusive" in (found.get("rule") or ""):
-        word = "inconclusive" if clean else "not detected (inconclusive)"
-    return f"{word} ({_num(found.get('metric_diff'))}, loss {_num(found.get('loss_diff'), True)})"
+def _drift(found: Mapping) -> str:
+    if found.get("drift_median") is None:
+        return "–"
+    return (f"{compact(found['drift_median'])} [{compact(found['drift_low'])}, "
+            f"{compact(found['drift_high'])}]")  # fmt: skip
 
 
-def _detection_rows(comparisons: Sequence[dict], sizes: list[float]) -> list[str]:
+def _subsets(entry: Mapping) -> str:
+    s = entry["subsets"]
+    parts = [f"{n} {k}" for k, n in sorted(s["outcomes"].items())]
+    return f"{', '.join(parts)} (of {s['subsets']})" if s["subsets"] else "–"
+
+
+def _row(c: Mapping) -> str:
+    a, f3 = c["all"], c["first3"]
+    cells = [
+        c["workload"], str(c["batch_size"]), c["column"], f"**{a['parity']}**" if
+        a["parity"] == FAIL else a["parity"], f3["parity"], _subsets(c), _drift(a),
+        a.get("precision") or "–", a["decided_by"], _num(a.get("metric_diff")),
+        _num(a.get("loss_diff"), True), c.get("same_final", "–"), c["canary"],
+        compact(c["seconds_per_run"]) if c["seconds_per_run"] else "–",
+    ]  # fmt: skip
+    return "| " + " | ".join(cells) + " |"
+
+
+def _count(found: Mapping) -> str:
+    return (f"{found['all']}/{found['cells']} at R, {found['first3']}/{found['cells']} at 3 "
+            f"(seeds 0–2), {found['subsets']}/{found['subsets_total']} of the 3-of-R "
+            "subsets")  # fmt: skip
+
+
+def _summary_lines(total: Mapping) -> list[str]:
+    lines = [f"- **False alarms, clean column**: {_count(total['clean_false_alarms'])}; "
+             f"bit-identical: {_count(total['clean_identical'])}."]  # fmt: skip
+    for name, found in total["benign_passes"].items():
+        alarms = total["benign_false_alarms"][name]
+        lines.append(f"- **{name} passes**: {_count(found)}; fails: {_count(alarms)}.")
+    for name, found in total["detected"].items():
+        lines.append(f"- **{name} detected** (fail): {_count(found)}.")
+    return lines
+
+
+SHORT = {
+    FAIL: "**fail**",
+    PASS: "pass",
+    IDENTICAL: "identical",
+    "insufficient data": "insufficient",
+}
+
+
+def _overview_lines(results: Mapping) -> list[str]:
+    """One row per workload × batch size, one cell per column: the outcome at R
+    repeats / at 3 (seeds 0–2), then the fails among the 3-of-R subsets."""
+    comparisons = results["comparisons"]
+    names = list(dict.fromkeys(c["column"] for c in comparisons))
+    keys = list(dict.fromkeys((c["workload"], c["batch_size"]) for c in comparisons))
+    found = {(c["workload"], c["batch_size"], c["column"]): c for c in comparisons}
     rows = []
-    for c in comparisons:
-        by_size = {f["size"]: f for f in c["faults"]}
-        pair, splits = c["clean_pair"], c["clean_splits"]
-        alarms = f"{splits['outcomes'].get(FAIL, 0)}/{splits['splits']}"
-        passes = f"{splits['outcomes'].get(PASS, 0)}/{splits['splits']}"
-        cells = [_cell(pair, clean=True), alarms, passes]
-        cells += [_cell(by_size[s]) if s in by_size else "" for s in sizes]
-        rows.append(
-            f"| {c['workload']} | {c['batch_size']} | ±{compact(c['margins']['metric'])} | "
-            f"±{compact(100 * c['margins']['loss'])}% | {_num(c['seed_std_metric'])[1:]} | "
-            f"{_num(c['seed_std_loss_rel'], True)[1:]} | " + " | ".join(cells) + " |"
-        )
-    return rows
+    for workload, bs in keys:
+        cells = []
+        for name in names:
+            c = found.get((workload, bs, name))
+            if c is None:
+                cells.append("not run")
+                continue
+            s = c["subsets"]
+            fails = f" ({s['outcomes'].get(FAIL, 0)}/{s['subsets']} fail)" if s["subsets"] else ""
+            cells.append(f"{SHORT.get(c['all']['parity'], c['all']['parity'])} / "
+                         f"{SHORT.get(c['first3']['parity'], c['first3']['parity'])}{fails}")  # fmt: skip
+        rows.append(f"| {workload} | {bs} | " + " | ".join(cells) + " |")
+    r = results["repeats"]
+    return [
+        "## Overview",
+        "",
+        f"Each cell: the outcome at {r} repeats / at 3 (run seeds 0–2), then how many of the "
+        f"3-of-{r} subsets fail.",
+        "",
+        "| workload | batch | " + " | ".join(names) + " |",
+        "|---|---|" + "---|" * len(names),
+        *rows,
+        "",
+    ]
+
+
+def _header(results: Mapping) -> list[str]:
+    facts, machine = results["config"], results.get("machine", {})
+    runs = results["invocations"]
+    wall = sum(i.get("wall_seconds") or 0 for i in runs)
+    lines = [
+        f"# Parity detection power ({runs[0]['started'][:10]})",
+        "",
+        "The parity rule (`scripts/trainbench/stats/parity.py`: each repeat's per-step "
+        "losses against the float64 reference of the same run seed, within m × (u_p/u_fp32) "
+        "× the baseline's own float32 error; a gross check of the final metric and loss) "
+        f"applied to columns of {results['repeats']} repeats (run seeds 0–"
+        f"{results['repeats'] - 1}) against a one-thread float32 baseline of the same seeds. "
+        f"Config `{facts['path']}` (sha256 {facts['sha256'][:12]}), every workload setting "
+        f"as configured; {machine.get('cpu_model', 'CPU')} ({machine.get('logical_cores', '?')}"
+        f" logical cores), torch {machine.get('torch', '?')}; drift over the first "
+        f"{facts['parity_reference']['steps']} steps; parity settings "
+        f"{facts['parity'] or 'default'}.",
+        "",
+        f"Wall time {compact(wall / 60)} min over {len(runs)} invocation(s):",
+        *[
+            f"- `{i['command']}` at commit `{i['commit']}`, {i['started']} – "
+            f"{i.get('finished') or 'interrupted'} ({compact((i.get('wall_seconds') or 0) / 60)} "
+            "min)"
+            for i in runs
+        ],  # fmt: skip
+        "",
+        "Columns: " + "; ".join(f"`{n}` {c['describe']}" for n, c in _ordered(results["columns"])),
+        "",
+        *[f"- {note}" for note in results.get("notes", [])],
+        *([""] if results.get("notes") else []),
+    ]
+    return lines
 
 
 def render(results: dict) -> str:
     """The Markdown summary of a results JSON."""
-    comparisons, total = results["comparisons"], results["summary"]
-    sizes = sorted({f["size"] for c in comparisons for f in c["faults"]})
-    facts, machine = results["config"], results.get("machine", {})
-    column = (results.get("device") or {}).get("device", DEVICE)
+    r = results["repeats"]
     lines = [
-        f"# Parity detection power ({facts['date']})",
+        *_header(results),
+        "## Summary",
         "",
-        "The parity rule (equivalence test, `trainbench/stats/parity.py`) applied to a "
-        f"baseline `{BASELINE_DEVICE}` (base seed {BASELINE_SEED}) and a device column "
-        f"`{column}` (base seed {DEVICE_SEED}), {results['repeats']} repeats each, clean and "
-        f"with the test fault `{FAULT}` at each error size. Config `{facts['path']}` "
-        f"(sha256 {facts['sha256'][:12]}), every workload setting as configured; "
-        f"{machine.get('cpu_model', 'CPU')} ({machine.get('logical_cores', '?')} cores), "
-        f"torch {machine.get('torch', '?')}.",
+        *_summary_lines(results["summary"]),
         "",
-        *[f"- {note}" for note in results.get("notes", [])],
-        *([""] if results.get("notes") else []),
-        "| workload | batch | metric margin | loss margin | seed σ metric | seed σ loss | "
-        "clean pair (seed 0 vs 100) | false alarms, clean splits | passes, clean splits | "
-        + " | ".join(f"error {compact(100 * s)}%" for s in sizes)
-        + " |",
-        "|---|---|---|---|---|---|---|---|---|" + "---|" * len(sizes),
-        *_detection_rows(comparisons, sizes),
+        *_overview_lines(results),
+        "## Every column",
         "",
-        f"**False alarms**: {total['clean_pair_false_alarms']}/{total['clean_pairs']} clean "
-        f"pairs, {total['clean_split_false_alarms']}/{total['clean_splits']} clean splits. "
-        f"**Detected** (per size, over workload × batch size): "
-        + ", ".join(f"{k}: {v}" for k, v in total["detected_by_size"].items())
-        + ".",
+        f"| workload | batch | column | {r}-repeat | 3-repeat | 3-of-{r} subsets | drift ratio "
+        f"median [interval] ({r} repeats) | precision | decided by | metric diff | loss diff "
+        "| final bits equal | canary | s per run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *[_row(c) for c in results["comparisons"]],
         "",
-        "Cells: the outcome, then (device − baseline mean of the final task metric, "
-        "relative difference of the final training loss). *detected* = `fail` (the 90% "
-        "interval lies beyond the margin); *missed (pass)* = shown equivalent; *not "
-        "detected (inconclusive)* = `insufficient data`. Seed σ: the standard deviation "
-        "over the clean runs of both columns (loss: relative to its mean). Clean splits: "
-        "every split of the clean runs into two groups of equal size (they share runs).",
+        f"Outcomes by the report's rule: **fail** (detected; for a clean or benign column a "
+        f"false alarm), pass, identical (bit-identical to the baseline: proves nothing), "
+        f"insufficient data. {r}-repeat: every repeat; 3-repeat: run seeds 0–2 (the default "
+        f"`repeats: 3`); 3-of-{r} subsets: the rule on every 3 of the {r} run seeds (they "
+        "share runs). Drift ratio: the pairs' device error / envelope, median and interval "
+        "(range below 5 pairs, 90% BCa bootstrap interval of the median from 5); ≤ 1 is "
+        "within. Metric diff: mean paired final-metric difference (device − baseline); "
+        "loss diff: relative. Final bits equal: pairs whose final metric and loss equal the "
+        "baseline's (the rule's *identical* compares the first reference steps' losses only). "
+        "Canary: the numerical canary's status in each run.",
         "",
-        "## Canary in the faulted runs",
+        *_sensitivity_lines(results),
+        "## Cost per cell",
         "",
-        "| workload | batch | " + " | ".join(f"error {compact(100 * s)}%" for s in sizes) + " |",
-        "|---|---|" + "---|" * len(sizes),
+        "| workload | batch | baseline run (s) | float64 reference (s) | runs | run seconds, total |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {c['workload']} | {c['batch_size']} | {_secs(c['baseline_seconds'])} | "
+            f"{_secs(c['reference_seconds'])} | {c['runs']} | {_secs(c['run_seconds_total'])} |"
+            for c in results["cost"]
+        ],  # fmt: skip
     ]
-    for c in comparisons:
-        by_size = {f["size"]: f for f in c["faults"]}
-        cells = [by_size[s]["canary"] if s in by_size else "" for s in sizes]
-        lines.append(f"| {c['workload']} | {c['batch_size']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def simulate(
-    margin: float, delta: float, n: int = REPEATS, trials: int = 20000, seed: int = 0
-) -> dict[str, float]:
-    """The rule's outcome frequencies under the normal model, in units of the seed σ:
-    ``n`` device values from N(delta, 1) against ``n`` baseline values from N(0, 1),
-    margin ``margin`` (docs/statistics.md quotes these for n = 3)."""
-    from ..stats.parity import INCONCLUSIVE, equivalence
+def _sensitivity_lines(results: Mapping) -> list[str]:
+    """How the outcomes move with a shorter drift window (``sensitivity``), if computed."""
+    found = results.get("sensitivity") or []
+    if not found:
+        return []
+    configured = results["config"]["parity_reference"]["steps"]
+    rows = [(configured, results["summary"])] + [(s["steps"], s["summary"]) for s in found]
+    names = [("clean_false_alarms", None)]
+    for n in rows[0][1]["benign_passes"]:
+        names += [("benign_passes", n), ("benign_false_alarms", n)]
+    names += [("detected", n) for n in rows[0][1]["detected"]]
 
-    rng = np.random.default_rng(seed)
-    counts = {PASS: 0, FAIL: 0, INCONCLUSIVE: 0}
-    for _ in range(trials):
-        counts[equivalence(rng.normal(delta, 1, n), rng.normal(0, 1, n), margin).outcome] += 1
-    return {k: v / trials for k, v in counts.items()}
+    def cell(total: Mapping, key: str, name: str | None) -> str:
+        f = total[key] if name is None else total[key].get(name)
+        if not f:
+            return "–"
+        return f"{f['all']}/{f['cells']}, {f['first3']}/{f['cells']}, {f['subsets']}/{f['subsets_total']}"
+
+    head = " | ".join(f"first {k} steps" + (" (configured)" if k == configured else "")
+                      for k, _ in rows)  # fmt: skip
+    label = {"clean_false_alarms": "clean: fail", "benign_false_alarms": "{}: fail",
+             "benign_passes": "{}: pass",
+             "detected": "{}: fail (detected)"}  # fmt: skip
+    return [
+        "## The drift window: the same rule over fewer steps",
+        "",
+        "Not the configured rule: the stored losses cut to the first k steps, as if "
+        "`report.parity_reference.steps` were k. Cells: fails at "
+        f"{results['repeats']} repeats / cells, at 3 (seeds 0–2) / cells, over the 3-of-"
+        f"{results['repeats']} subsets.",
+        "",
+        f"| column | {head} |",
+        "|---|" + "---|" * len(rows),
+        *[
+            f"| {label[key].format(name)} | "
+            + " | ".join(cell(t, key, name) for _, t in rows)
+            + " |"
+            for key, name in names
+        ],  # fmt: skip
+        "",
+    ]
+
+
+def _secs(x: float | None) -> str:
+    return compact(x) if x else "–"

@@ -1,45 +1,36 @@
-"""Does the parity rule catch a device whose math is silently wrong, and how often
-does it fail a right one? (``benchmarks/parity_power.py``.)
+"""Does the parity rule catch a device whose math is silently wrong, and does it pass
+the right ones? (``benchmarks/parity_power.py``.)
 
-For every training workload of a config (default ``config.yaml``), with its workload
-settings unchanged (epochs, data, model, batch sizes), on this machine's CPU:
+For every training workload of a config (default ``config.yaml``) at each of its
+batch sizes, with its workload settings unchanged (epochs, data, model), on this
+machine's CPU, :data:`REPEATS` repeats of every column, all with the same run seeds
+(base seed 0: repeat k has run seed k, as in a real run, so that repeat k of every
+column starts from the same weights and sees the same batches):
 
-* **baseline**: device ``cpu-t1`` (one thread), base seed :data:`BASELINE_SEED` (0),
-  :data:`REPEATS` repeats (run seeds 0, 1, 2);
-* **device column**: ``cpu-t2`` (two threads; ``--device-threads 1`` runs it as
-  ``cpu-t1`` too), base seed :data:`DEVICE_SEED` (100), the same number of repeats,
-  once clean and once per error size with the test fault ``silent_numeric_error``
-  (:mod:`trainbench.numeric_fault`) of that size. The thread count changes numbers
-  at most by the order of floating-point sums (image_cnn's convolutions: the same
-  seed gives other final values at 1 and 2 threads; other workloads the same bits),
-  far less than a seed does; on a busy 2-core machine two-thread cells run several
-  times slower, and two one-thread cells side by side (``--workers 2``) twice as fast.
+* ``baseline``: one thread (device ``cpu-t1``), float32;
+* ``reference``: repeat k's float64 reference of the first
+  ``report.parity_reference.steps`` steps (:func:`trainbench.reference.reference_spec`,
+  here at one thread);
+* ``clean``: the baseline again (same settings, a fresh process): a correct device
+  that computes exactly like the baseline;
+* benign numerics, correct devices computing otherwise: ``threads2`` (two threads:
+  another reduction order), ``avx2`` (``ONEDNN_MAX_CPU_ISA=AVX2`` in the child's
+  environment, set before torch loads: oneDNN's AVX2 kernels instead of its
+  AVX-512 ones), ``bf16`` (CPU bf16 autocast: judged with the reduced-precision
+  envelope);
+* faults: ``fault<size>``, the baseline with the test fault ``silent_numeric_error``
+  (:mod:`trainbench.numeric_fault`) of each size in :data:`SIZES`.
 
-The device column uses other seeds than the baseline, so that a clean pair differs
-by seed-to-seed variation — more than a real device with the baseline's seeds would
-(its runs differ from the CPU's by rounding, amplified by training): the false-alarm
-rate measured here is for the harder case. With the same seeds and thread count the
-two columns would be bit-identical, which the rule reports as ``identical``. Every run
-is a real cell through the launcher (a fresh child process, the canary first), as
-``snakemake`` runs it.
+Every run is a real cell through the launcher (a fresh child process, the canary
+first), as ``snakemake`` runs it; the timing protocol's extras that only serve speed
+(calibration passes after training, extension steps) are off, which changes no loss
+or metric. Each run keeps its final metric and loss, canary status, the first
+``reference steps`` per-step losses (what the rule's drift check reads, as in
+``step_losses.csv``) and its wall seconds. :mod:`.parity_analysis` applies the parity
+rule (:func:`trainbench.stats.parity.parity_table`) and writes the Markdown.
 
-Then the parity rule (:func:`trainbench.stats.parity.parity_table`, with the config's
-``report.parity_margins``) is applied (:mod:`.parity_analysis`, which also writes the
-Markdown) to
-
-* each faulted column against the baseline: **detected** when the outcome is
-  ``fail``; ``pass`` is a miss (the wrong device shown equivalent), ``insufficient
-  data`` an inconclusive interval;
-* the clean column against the baseline (seed 0 vs seed 100): a ``fail`` is a false
-  alarm;
-* every split of the 2 × :data:`REPEATS` clean runs into two groups of
-  :data:`REPEATS` (10 splits for 3 repeats): the false-alarm rate over splits (the
-  splits share runs: an indication, not independent trials).
-
-Results: ``benchmarks/results/parity-power-<date>.json`` (every run's final metric,
-loss and canary status, every comparison with its rule text; rewritten after each
-run, so an interrupted benchmark keeps what it ran and ``--resume`` continues it) and
-the Markdown table beside it.
+Results: ``benchmarks/results/parity-power-<date>.json``, rewritten after each run, so
+an interrupted benchmark keeps what it ran and ``--resume`` continues it.
 """
 
 from __future__ import annotations
@@ -50,56 +41,79 @@ import datetime as dt
 import hashlib
 import multiprocessing
 import os
+import subprocess
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 
 from .. import config as tbconfig
 from .. import workloads
+from ..atomic_files import atomic_write_text
 from ..numeric_fault import FAULT
 from ..records import atomic_write_json
 from ..tables import compact
-from .parity_analysis import (
-    BASELINE_DEVICE,
-    BASELINE_SEED,
-    DEVICE,
-    DEVICE_SEED,
-    REPEATS,
-    RUN_FIELDS,
-    analyse,
-    json_scalar,
-    render,
-)
+from .parity_analysis import RUN_FIELDS, analyse, json_scalar, render
 
+REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
-ROLES = ("baseline", "clean", "fault")
+BASELINE, REFERENCE, CLEAN = "baseline", "reference", "clean"
+BENIGN = ("threads2", "avx2", "bf16")
+ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A device column: how its cells differ from the baseline's."""
+
+    name: str
+    kind: str  # baseline, reference, clean, benign, fault
+    threads: int = 1
+    env: dict = field(default_factory=dict)
+    autocast: str = "off"
+    size: float = 0.0
+
+    def describe(self) -> str:
+        parts = [f"{self.threads} thread{'s' if self.threads > 1 else ''}"]
+        parts += [f"{k}={v}" for k, v in self.env.items()]
+        if self.autocast != "off":
+            parts.append(f"{self.autocast} autocast")
+        if self.kind == "fault":
+            parts.append(f"{FAULT} size {compact(self.size)}")
+        if self.kind == REFERENCE:
+            parts = ["float64, the first reference steps"]
+        return ", ".join(parts)
+
+
+def columns(sizes: Sequence[float] = SIZES) -> dict[str, Column]:
+    """Every column, in run order."""
+    found = [
+        Column(BASELINE, BASELINE),
+        Column(REFERENCE, REFERENCE),
+        Column(CLEAN, "clean"),
+        Column("threads2", "benign", threads=2),
+        Column("avx2", "benign", env={ISA_VARIABLE: "AVX2"}),
+        Column("bf16", "benign", autocast="bf16"),
+        *[Column(f"fault{compact(100 * s)}%", "fault", size=float(s)) for s in sizes],
+    ]
+    return {c.name: c for c in found}
 
 
 @dataclass(frozen=True, order=True)
 class Job:
-    """One run: the baseline, the clean device column, or the faulted one at ``size``."""
+    """One run: repeat ``rep`` of ``column`` at one workload and batch size."""
 
     workload: str
     batch_size: int
-    role: str
-    size: float = 0.0
+    column: str
     rep: int = 0
-
-    def device(self, column: str = DEVICE) -> str:
-        """The cell's device id: the baseline's, or ``column`` (the device column's)."""
-        return BASELINE_DEVICE if self.role == "baseline" else column
-
-    @property
-    def seed(self) -> int:
-        return BASELINE_SEED if self.role == "baseline" else DEVICE_SEED
 
     @property
     def name(self) -> str:
-        what = f"fault{compact(self.size)}" if self.role == "fault" else self.role
-        return f"{self.workload}-bs{self.batch_size}-{what}-rep{self.rep}"
+        return f"{self.workload}-bs{self.batch_size}-{self.column}-rep{self.rep}"
 
 
 # ----------------------------------------------------------------------------- plan
@@ -107,14 +121,17 @@ class Job:
 
 def bench_config(config: dict) -> dict:
     """The config the benchmark runs: the given config's training workloads with their
-    settings, on the CPU at 1 and 2 threads, faults allowed, one attempt per cell."""
+    settings, on the CPU at 1 and 2 threads, faults allowed, one attempt per cell,
+    no timing extras (calibration passes, extension steps)."""
     config = copy.deepcopy(config)
     config["devices"] = ["cpu"]
     config.setdefault("device_settings", {}).setdefault("cpu", {})["threads"] = [1, 2]
     launcher = config.setdefault("launcher", {})
     launcher.update(progress="never", max_attempts=1, allow_fault_injection=True)
     launcher["allow_more_threads_than_cores"] = True
+    config.setdefault("timing", {}).update(extend_short_windows=False, max_eval_passes=1)
     config["fault_injection"] = []
+    config["seed"] = 0
     kept = {}
     for name, settings in config.get("workloads", {}).items():
         if workloads.info(name, settings).kind != "training" or settings.get("enabled") is False:
@@ -128,44 +145,62 @@ def bench_config(config: dict) -> dict:
 
 def plan(
     config: dict,
-    sizes: Sequence[float] = SIZES,
+    chosen: Iterable[str],
     repeats: int = REPEATS,
     only: Iterable[str] = (),
 ) -> list[Job]:
-    """Every run, workload by workload: baseline, clean, then each size. ``only``:
-    ``workload`` or ``workload:batch_size`` entries (default every one)."""
+    """Every run, workload by workload and batch size by batch size, repeat by repeat
+    (a repeat's columns together, so that an interrupted benchmark has whole pairs).
+    ``only``: ``workload`` or ``workload:batch_size`` entries (default every one), in
+    the order given."""
     wanted = list(only)
-    jobs = []
-    for name, settings in config["workloads"].items():
-        for bs in settings.get("batch_sizes") or []:
-            if wanted and name not in wanted and f"{name}:{bs}" not in wanted:
-                continue
-            for rep in range(repeats):
-                jobs.append(Job(name, bs, "baseline", 0.0, rep))
-                jobs.append(Job(name, bs, "clean", 0.0, rep))
-                jobs += [Job(name, bs, "fault", float(s), rep) for s in sizes]
-    return jobs
+    cells = [(name, int(bs)) for name, s in config["workloads"].items()
+             for bs in s.get("batch_sizes") or []]  # fmt: skip
+    if wanted:
+        picked = [c for w in wanted for c in cells if w in (c[0], f"{c[0]}:{c[1]}")]
+        cells = list(dict.fromkeys(picked))
+    return [
+        Job(name, bs, column, rep)
+        for name, bs in cells
+        for rep in range(repeats)
+        for column in chosen
+    ]
 
 
-def job_spec(config: dict, job: Job, data_path: str | None, column: str = DEVICE) -> dict:
-    """The cell spec of ``job``: the config's seed replaced by the job's base seed, and
-    the fault entry of its size on the device column (device id ``column``)."""
+def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> dict:
+    """The cell spec of ``job``: the baseline's cell (device ``cpu-t1``, or ``cpu-t2``
+    for two threads) with the column's environment, autocast and fault; the
+    reference's spec for ``reference``."""
+    from ..reference import reference_spec
+
+    base_cell = tbconfig.Cell(job.workload, "cpu-t1", job.batch_size, job.rep)
+    if column.kind == REFERENCE:
+        steps = config["report"]["parity_reference"]["steps"]
+        spec = reference_spec(config, base_cell, steps, data_path=data_path)
+        spec["device_settings"]["threads"] = 1  # two cells at a time share two cores
+        spec["config_hash"] = tbconfig.config_hash(spec)
+        return spec
     config = copy.deepcopy(config)
-    config["seed"] = job.seed
-    if job.role == "fault":
+    device = f"cpu-t{column.threads}"
+    if column.kind == "fault":
         config["fault_injection"] = [
-            {"workload": job.workload, "device": column, "fault": FAULT, "size": job.size}
+            {"workload": job.workload, "device": device, "fault": FAULT, "size": column.size}
         ]
-    cell = tbconfig.Cell(job.workload, job.device(column), job.batch_size, job.rep)
-    return tbconfig.cell_spec(config, cell, data_path=data_path)
+    spec = tbconfig.cell_spec(
+        config, tbconfig.Cell(job.workload, device, job.batch_size, job.rep), data_path=data_path
+    )
+    spec["device_settings"]["env"] = {**spec["device_settings"].get("env", {}), **column.env}
+    spec["device_settings"]["autocast"] = column.autocast
+    spec["config_hash"] = tbconfig.config_hash(spec)
+    return spec
 
 
 # ----------------------------------------------------------------------------- runs
 
 
 def prepare_data(config: dict, jobs: Sequence[Job], root: Path) -> dict[str, str | None]:
-    """Each workload's data artifact, built once with the config's seed (both columns
-    read the same data, as in a real run); None for workloads without one."""
+    """Each workload's data artifact, built once with the config's seed (every column
+    reads the same data, as in a real run); None for workloads without one."""
     paths: dict[str, str | None] = {}
     for name in dict.fromkeys(j.workload for j in jobs):
         if not workloads.info(name, config["workloads"][name]).prepares_data:
@@ -178,52 +213,55 @@ def prepare_data(config: dict, jobs: Sequence[Job], root: Path) -> dict[str, str
     return paths
 
 
-def run_job(
-    config: dict, job: Job, data_path: str | None, root: Path, column: str = DEVICE
-) -> dict:
+def run_job(config: dict, job: Job, column: Column, data_path: str | None, root: Path) -> dict:
     """Run ``job`` through the launcher (a fresh child process); its row for the results."""
-    import time
-
     from ..aggregate import run_row
     from ..launcher import run_cell
+    from ..loss_tables import reference_row, step_rows
 
     folder = root / "runs" / job.name
+    steps = int(config["report"]["parity_reference"]["steps"])
     started = time.perf_counter()
     record = run_cell(
-        job_spec(config, job, data_path, column), folder / "metrics.json", folder / "cell.log"
+        job_spec(config, job, column, data_path), folder / "metrics.json", folder / "cell.log"
     )
-    row = run_row(record, str(folder / "metrics.json"))
-    out = {**asdict(job), "device": job.device(column), "seed": job.seed}
-    out.update({k: json_scalar(row.get(k)) for k in RUN_FIELDS})
-    out["seconds"] = time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    source = f"{job.name}.json"
+    if column.kind == REFERENCE:
+        row = reference_row(record, source)
+    else:
+        row = run_row(record, source)
+        row = {k: row.get(k) for k in RUN_FIELDS}
+    out = {**asdict(job), **{k: json_scalar(v) for k, v in row.items()}, "record": source}
+    out["run_seed"] = record.get("spec", {}).get("run_seed", job.rep)
+    losses = step_rows(record, source, "", steps) if record.get("status") == "ok" else []
+    out["losses"] = [float(r["loss"]) for r in losses]
+    out["seconds"] = seconds
     return out
 
 
 def run_jobs(
     config: dict,
     jobs: Sequence[Job],
+    chosen: dict[str, Column],
     root: Path,
     workers: int = 1,
     done: Callable[[dict], None] = lambda row: None,
-    column: str = DEVICE,
-) -> list[dict]:
+) -> None:
     """Every job, ``workers`` at a time (each in a worker process of its own: the
     launcher handles signals, which only a main thread may); ``done`` gets each row
     in this process as it finishes."""
     data = prepare_data(config, jobs, root)
-    rows = []
     if workers <= 1:
         for job in jobs:
-            rows.append(run_job(config, job, data[job.workload], root, column))
-            done(rows[-1])
-        return rows
+            done(run_job(config, job, chosen[job.column], data[job.workload], root))
+        return
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(run_job, config, j, data[j.workload], root, column) for j in jobs]
+        futures = [pool.submit(run_job, config, j, chosen[j.column], data[j.workload], root)
+                   for j in jobs]  # fmt: skip
         for future in as_completed(futures):
-            rows.append(future.result())
-            done(rows[-1])
-    return rows
+            done(future.result())
 
 
 # ----------------------------------------------------------------------------- config and results
@@ -248,24 +286,38 @@ def workload_code_sha256(module: Path) -> str:
     return digest.hexdigest()
 
 
+def git_commit(folder: Path) -> str | None:
+    """The checkout's commit, with ``-dirty`` when tracked files other than the
+    benchmark results (which a running benchmark rewrites) differ from it."""
+    try:
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(folder), "diff", "--quiet", "HEAD", "--", ":/",
+                                ":(exclude,top)benchmarks/results"],
+                               capture_output=True).returncode != 0  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
+
+
 def config_facts(path: str | Path, config: dict) -> dict:
-    """Which config the benchmark ran: its path, the SHA-256 of the file, and the
-    training workloads' settings as run."""
+    """Which config the benchmark ran: its path, the SHA-256 of the file, the training
+    workloads' settings as run, their code's hashes, and the parity settings."""
     raw = Path(path).read_bytes()
     code = {
         name: workload_code_sha256(Path(workloads.get(name).__file__))
         for name in config["workloads"]
         if workloads.info(name, config["workloads"][name]).bundled
     }
+    shown = os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else path
     return {
-        "path": os.path.relpath(path)
-        if Path(path).resolve().is_relative_to(Path.cwd())
-        else str(path),
+        "path": str(shown),
         "sha256": hashlib.sha256(raw).hexdigest(),
         "workload_code_sha256": code,
         "workloads": config["workloads"],
-        "parity_margins": config["report"]["parity_margins"],
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "timing": config["timing"],
+        "parity": config["report"].get("parity") or {},
+        "parity_reference": config["report"]["parity_reference"],
     }
 
 
@@ -274,23 +326,50 @@ def load_config(path: str | Path) -> dict:
     return bench_config(yaml.safe_load(Path(path).read_text()))
 
 
-def write_results(path: str | Path, results: dict) -> None:
-    atomic_write_json(path, results)
+def json_load(path: str | Path) -> dict:
+    import json
+
+    return json.loads(Path(path).read_text())
+
+
+SENSITIVITY_STEPS = (8, 16)
+ANALYSE_EVERY_S = 600.0
+
+
+def save(out_json: str | Path, results: dict, sensitivity: Sequence[int] = ()) -> None:
+    """(Re)apply the rule to ``results``' runs (and at the shorter drift windows
+    ``sensitivity``) and write the JSON and its Markdown."""
+    analyse(results, sensitivity)
+    atomic_write_json(out_json, results)
+    atomic_write_text(Path(out_json).with_suffix(".md"), render(results))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 # ----------------------------------------------------------------------------- the benchmark
+
+
+@dataclass
+class Options:
+    """What to run: sizes, repeats, ``only`` (workload[:batch_size] entries), which
+    columns (default all), workers (cells at a time), resume, and the command line."""
+
+    sizes: Sequence[float] = SIZES
+    repeats: int = REPEATS
+    only: Sequence[str] = ()
+    columns: Sequence[str] = ()
+    workers: int = 1
+    resume: bool = False
+    command: str = ""
 
 
 def run_benchmark(
     config_path: str | Path,
     out_json: str | Path,
     workdir: str | Path,
-    sizes: Sequence[float] = SIZES,
-    repeats: int = REPEATS,
-    only: Iterable[str] = (),
-    workers: int = 1,
-    resume: bool = False,
-    column: str = DEVICE,
+    options: Options,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Run every job not yet in ``out_json`` (with ``resume``), rewriting it and its
@@ -300,56 +379,53 @@ def run_benchmark(
     from .machine import machine_facts
 
     config = load_config(config_path)
-    margins = config["report"]["parity_margins"]
-    jobs = plan(config, sizes, repeats, only)
-    previous = json_load(out_json) if resume and Path(out_json).exists() else {}
-    done = {Job(r["workload"], r["batch_size"], r["role"], r["size"], r["rep"]) for r in
-            previous.get("runs", [])}  # fmt: skip
+    every = columns(options.sizes)
+    chosen = {n: every[n] for n in (options.columns or every)}
+    jobs = plan(config, chosen, options.repeats, options.only)
+    previous = json_load(out_json) if options.resume and Path(out_json).exists() else {}
+    done = {Job(r["workload"], r["batch_size"], r["column"], r["rep"])
+            for r in previous.get("runs", [])}  # fmt: skip
+    invocation = {"command": options.command, "commit": git_commit(Path(__file__).parent),
+                  "started": _now(), "finished": None, "wall_seconds": None}  # fmt: skip
     results = {
-        "benchmark": "parity_power", "config": config_facts(config_path, config),
-        "machine": machine_facts("cpu"), "sizes": list(sizes), "repeats": repeats,
-        "baseline": {"device": BASELINE_DEVICE, "seed": BASELINE_SEED},
-        "device": {"device": column, "seed": DEVICE_SEED}, "runs": previous.get("runs", []),
-    }  # fmt: skip
+        "benchmark": "parity_power",
+        "config": config_facts(config_path, config),
+        "machine": machine_facts("cpu"),
+        "repeats": options.repeats,
+        "columns": {n: {**asdict(c), "describe": c.describe()} for n, c in every.items()},
+        "invocations": [*previous.get("invocations", []), invocation],
+        "notes": previous.get("notes", []),
+        "runs": previous.get("runs", []),
+    }
     lock = threading.Lock()
+    analysed = [time.perf_counter()]
     todo = [j for j in jobs if j not in done]
     log(f"{len(todo)} runs to go ({len(done)} already in {out_json}); work folder {workdir}")
+    started = time.perf_counter()
 
-    def save(row: dict) -> None:
+    def finished(row: dict) -> None:
         with lock:
             results["runs"].append(row)
-            analyse(results, margins)
-            write_results(out_json, results)
-            Path(out_json).with_suffix(".md").write_text(render(results))
-            log(f"[{len(results['runs']) - len(done)}/{len(todo)}] {Job(**_job_keys(row)).name}: "
-                f"{row['status']} metric {row['final_metric']} loss {row['final_loss']} "
-                f"canary {row['numerics_status']} ({row['seconds']:.0f} s)")  # fmt: skip
+            invocation["wall_seconds"] = time.perf_counter() - started
+            if time.perf_counter() - analysed[0] > ANALYSE_EVERY_S:  # the analysis takes a while
+                save(out_json, results)
+                analysed[0] = time.perf_counter()
+            else:
+                atomic_write_json(out_json, results)
+            log(f"[{len(results['runs']) - len(done)}/{len(todo)}] {row['workload']} bs"
+                f"{row['batch_size']} {row['column']} rep{row['rep']}: {row['status']} metric "
+                f"{row.get('final_metric')} loss {row.get('final_loss')} canary "
+                f"{row.get('numerics_status')} ({row['seconds']:.0f} s)")  # fmt: skip
 
-    run_jobs(config, todo, Path(workdir), workers, save, column)
-    analyse(results, margins)
-    write_results(out_json, results)
-    Path(out_json).with_suffix(".md").write_text(render(results))
+    run_jobs(config, todo, chosen, Path(workdir), options.workers, finished)
+    invocation["finished"] = _now()
+    invocation["wall_seconds"] = time.perf_counter() - started
+    save(out_json, results, SENSITIVITY_STEPS)
     return results
 
 
-def _job_keys(row: dict) -> dict:
-    return {k: row[k] for k in ("workload", "batch_size", "role", "size", "rep")}
-
-
-def json_load(path: str | Path) -> dict:
-    import json
-
-    return json.loads(Path(path).read_text())
-
-
-def rerender(results_json: str | Path, config_path: str | Path | None = None) -> dict:
-    """Re-apply the rule to a results JSON's runs (with the margins of ``config_path``
-    if given, else those it was run with) and rewrite the JSON and its Markdown."""
+def rerender(results_json: str | Path, sensitivity: Sequence[int] = SENSITIVITY_STEPS) -> dict:
+    """Re-apply the rule to a results JSON's runs and rewrite it and its Markdown."""
     results = json_load(results_json)
-    if config_path is not None:
-        config = load_config(config_path)
-        results["config"]["parity_margins"] = config["report"]["parity_margins"]
-    analyse(results, results["config"]["parity_margins"])
-    write_results(results_json, results)
-    Path(results_json).with_suffix(".md").write_text(render(results))
+    save(results_json, results, sensitivity)
     return results
