@@ -322,3 +322,72 @@ def test_every_shipped_config_file_passes_the_check_of_one_file(name):
     from trainbench.config_files import read_config_file
 
     assert read_config_file(REPO / name).problems == []
+
+
+def test_snakemakes_own_config_file_messages_become_the_checks_lines(tmp_path):
+    """The logger plugin's rewrite: Snakemake's message about a --configfile names
+    neither file nor line; a trainbench refusal loses Snakemake's frame lines."""
+    from trainbench.config_files import refusal_lines
+
+    listed = tmp_path / "listed.yaml"
+    listed.write_text("- a\n")
+    message = "WorkflowError:\nConfig file must be given as JSON or YAML with keys at top level."
+    assert refusal_lines(message, ["-n", "--configfile", str(listed)]) == [
+        f"trainbench: {listed}: the file holds a list, not a mapping of settings. Fix: write "
+        "`key: value` lines at the top level (e.g. `workloads:` with its entries indented "
+        "under it; see config.yaml), or leave the file out."
+    ]
+    framed = (
+        'WorkflowError in file "/x/rules/setup.smk", line 22:\ntrainbench: a.yaml line 1: '
+        '`devices` ...\n  File "/x/rules/setup.smk", line 22, in <module>'
+    )
+    assert refusal_lines(framed, []) == ["trainbench: a.yaml line 1: `devices` ..."]
+    assert refusal_lines("MissingInputException: x", []) is None
+
+
+WEIRD = [None, [], {}, "x", 1.5, True, [None], {"a": 1}, {1: 2}, float("nan")]
+
+
+@pytest.mark.slow
+def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypatch):
+    """Every key path of a filled-in config (bundled and own workloads), each given
+    values of every kind: the check of one file and validate_config refuse with a
+    message or accept; nothing else is raised (a traceback would reach the user)."""
+    import copy
+    import functools
+
+    import yaml
+    from trainbench import config as tbconfig
+    from trainbench.config_files import ConfigLayer, _check_content
+
+    monkeypatch.setattr(tbconfig, "load_schema", functools.lru_cache(None)(tbconfig.load_schema))
+    base = yaml.safe_load((REPO / "config.yaml").read_text())
+    base["workloads"]["mine"] = {"entry": "my_model:build", "python_path": ["examples"]}
+    filled = tbconfig.validate_config(copy.deepcopy(base))
+    paths: list[tuple] = []
+
+    def walk(value, path):
+        paths.append(path)
+        if isinstance(value, (dict, list)):
+            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+                walk(item, (*path, key))
+
+    walk(filled, ())
+    raised = []
+    for path in paths:
+        for weird in WEIRD:
+            config = copy.deepcopy(filled)
+            if path:
+                parent = functools.reduce(lambda node, key: node[key], path[:-1], config)
+                parent[path[-1]] = weird
+            else:
+                config = weird
+            try:
+                _check_content(ConfigLayer("x.yaml", copy.deepcopy(config)))
+                tbconfig.validate_config(config)
+            except tbconfig.ConfigError:
+                pass
+            except Exception as error:  # noqa: BLE001 - what the test looks for
+                raised.append((path, weird, repr(error)))
+    assert len(paths) > 200
+    assert raised == []

@@ -174,13 +174,13 @@ def test_default_config_proposals_fit_max_length(default_prepared):
 def test_default_tokenizer_keeps_the_comparison_evidence_whole(default_prepared):
     """Every name and misspelling, every timeline year and every objective number the
     crosswalk may cite is one token of the WordPiece vocabulary trained on the split."""
-    from trainbench.textdata.proposal_vocabulary import FIRST_NAME_TYPOS, SURNAME_TYPOS
+    from trainbench.textdata.proposal_vocabulary import FIRST_NAMES, SURNAME_TYPOS
     from transformers import PreTrainedTokenizerFast
 
     _, _, out = default_prepared
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(out / text_multilabel.TOKENIZER_DIR))
-    words = [w for table in (FIRST_NAME_TYPOS, SURNAME_TYPOS) for k, v in table.items()
-             for w in (k, *v)] + [str(y) for y in range(2024, 2029)] + ["1", "2", "3", "4", "5"]  # fmt: skip
+    words = [*FIRST_NAMES, *(w for k, v in SURNAME_TYPOS.items() for w in (k, *v))]
+    words += [str(y) for y in range(2022, 2029)] + ["1", "2", "3", "4", "5"]
     split = {w: tokenizer.tokenize(w) for w in words}
     assert {w: t for w, t in split.items() if t != [w.lower()]} == {}
 

@@ -97,7 +97,7 @@ RECORD_PATTERNS = (
 WORKLOAD_CODE = {
     "text_multilabel": (
         "scripts/trainbench/textdata/*",
-        "scripts/trainbench/workloads/text_multilabel.py",
+        "scripts/trainbench/workloads/text_multilabel*.py",
     ),
     "image_cnn": ("scripts/trainbench/workloads/image_cnn.py",),
     "matmul": ("scripts/trainbench/workloads/matmul.py",),

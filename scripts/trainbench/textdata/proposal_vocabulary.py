@@ -26,23 +26,20 @@ BANNED_PHRASES: tuple[str, ...] = (
     "unprecedented success",
 )
 
-# The investigator's names, and for each a few misspellings (a transposed or a dropped
-# letter). A misspelling is never the correct spelling of any name, so the
-# name_inconsistency evidence is local: a name form that only an inconsistent
-# document writes, at a later mention of the same person.
-FIRST_NAME_TYPOS: dict[str, tuple[str, ...]] = {
-    "John": ("Jonh", "Jhon"),
-    "Catherine": ("Catherien", "Cathrine"),
-    "Stephen": ("Stehpen", "Stepen"),
-    "Sarah": ("Sarha", "Saarh"),
-}
+# The investigators' names, and for each surname its one misspelling (a transposed or
+# a dropped letter). A misspelling is never the correct spelling of any name, so the
+# name_inconsistency evidence is local: a name form that only an inconsistent document
+# writes, at a later mention of the same person. One form per surname, and first names
+# always right, so each form is in about 1 in 13 documents at the default frequency
+# (with two forms for each of the eight names, a from-scratch model did not learn them).
+FIRST_NAMES_LIST: tuple[str, ...] = ("Catherine", "John", "Sarah", "Stephen")
 SURNAME_TYPOS: dict[str, tuple[str, ...]] = {
-    "Smith": ("Smtih", "Smih"),
-    "Reid": ("Ried", "Rei"),
-    "Thompson": ("Thomspon", "Thompsn"),
-    "Clark": ("Clakr", "Clrk"),
+    "Smith": ("Smtih",),
+    "Reid": ("Ried",),
+    "Thompson": ("Thomspon",),
+    "Clark": ("Clakr",),
 }
-FIRST_NAMES = sorted(FIRST_NAME_TYPOS)
+FIRST_NAMES = sorted(FIRST_NAMES_LIST)
 SURNAMES = sorted(SURNAME_TYPOS)
 HONORIFICS = ("Dr.", "Professor")
 

@@ -17,7 +17,6 @@ from .dataset import CONFIG_KEY, TextDataset
 from .proposal_vocabulary import (
     CROSSWALK_OPENERS,
     CROSSWALK_REFS,
-    FIRST_NAME_TYPOS,
     FIRST_NAMES,
     HONORIFICS,
     INTRO_TEMPLATES,
@@ -47,6 +46,7 @@ _N_OBJECTIVES = 3  # every document lists Objectives 1-3
 _UNLISTED = (4, 5)  # a wrong citation cites one of these, which no document lists
 _MENTIONS = 2
 _FIRST_YEAR = 2024  # the timeline starts in 2024 or 2025; every phase lasts one year
+_EARLY_YEARS = (2022, 2023)  # a disordered phase ends in one: before any timeline starts
 
 
 def _pick(rng: np.random.Generator, items: Sequence):
@@ -72,17 +72,14 @@ def _title(rng: np.random.Generator, subject: _Subject) -> str:
 
 def _investigator_mentions(rng: np.random.Generator, inconsistent: bool) -> list[str]:
     """The principal investigator as written at each of the two mentions; if
-    ``inconsistent``, the second misspells the first name or the surname (a fixed
-    misspelling that is never the correct spelling of any name)."""
+    ``inconsistent``, the second misspells the surname (its one fixed misspelling,
+    never the correct spelling of any name)."""
     first, last = _pick(rng, FIRST_NAMES), _pick(rng, SURNAMES)
     n_mentions = _MENTIONS
     names = [(first, last)] * n_mentions
     if inconsistent:
         j = int(rng.integers(1, n_mentions))
-        if rng.random() < 0.5:
-            names[j] = (_pick(rng, FIRST_NAME_TYPOS[first]), last)
-        else:
-            names[j] = (first, _pick(rng, SURNAME_TYPOS[last]))
+        names[j] = (first, _pick(rng, SURNAME_TYPOS[last]))
     return [f"{_pick(rng, HONORIFICS)} {f} {s}" for f, s in names]
 
 
@@ -135,11 +132,12 @@ def _crosswalk(rng: np.random.Generator, refs: list[int]) -> str:
 def _phase_years(rng: np.random.Generator, n_phases: int, disorder: bool) -> list[tuple]:
     """(start, end) year per phase, in phase order. Each phase runs one year and the next
     starts in the year it ends, so in order no year comes before the year written
-    before it. Disordered: one phase ends the year before it starts ("from 2026 to 2025")."""
+    before it. Disordered: one phase ends in 2022 or 2023, before any timeline starts
+    ("from 2026 to 2023"): a year only a disordered document writes."""
     start = _FIRST_YEAR + int(rng.integers(0, 2))
     phases = [[start + i, start + i + 1] for i in range(n_phases)]
     if disorder:
-        phases[int(rng.integers(n_phases))].reverse()
+        phases[int(rng.integers(n_phases))][1] = int(_pick(rng, _EARLY_YEARS))
     return [tuple(p) for p in phases]
 
 

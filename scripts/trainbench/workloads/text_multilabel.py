@@ -1,11 +1,13 @@
 """Seed report 000: DistilBERT multi-label text classification.
 
 ``DistilBertForSequenceClassification`` with ``problem_type="multi_label_classification"``
-(BCE-with-logits, computed here in float32 outside autocast), AdamW, gradient
+and max pooling by default (``text_multilabel_model.PooledDistilBert``; ``model.pooling: cls`` reads
+the first token as DistilBERT does) (BCE-with-logits, computed here in float32 outside
+autocast), AdamW, gradient
 accumulation, one fixed sequence length per run (varying shapes make MPS recompile).
 The default model is a small DistilBERT built from ``DistilBertConfig`` with a
 WordPiece tokenizer trained offline on the training split, which writes every text
-as ``[CLS] ... [SEP]`` (the classification head reads position 0);
+as ``[CLS] ... [SEP]``;
 ``model.pretrained`` loads a hub id or local folder instead, and fails loudly (never
 falls back) when it cannot.
 """
@@ -178,13 +180,15 @@ def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
 
 def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: int = 0):
     """The small default DistilBERT, or the pretrained one named in the config."""
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+    from transformers import DistilBertConfig
+
+    from .text_multilabel_model import PooledDistilBert
 
     model_settings = settings["model"]
     pretrained = model_settings.get("pretrained")
     if pretrained:
         try:
-            return DistilBertForSequenceClassification.from_pretrained(
+            model = PooledDistilBert.from_pretrained(
                 pretrained,
                 num_labels=num_labels,
                 problem_type="multi_label_classification",
@@ -193,6 +197,8 @@ def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: 
             raise PretrainedLoadError(
                 f"{load_help(pretrained)} ({type(exc).__name__}: {exc})"
             ) from exc
+        model.config.pooling = model_settings["pooling"]
+        return model
     rows = model_settings.get("vocab_size") or vocab_size
     if rows < vocab_size:
         raise ValueError(
@@ -217,8 +223,9 @@ def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: 
         num_labels=num_labels,
         problem_type="multi_label_classification",
         pad_token_id=pad_token_id,
+        pooling=model_settings["pooling"],
     )
-    return DistilBertForSequenceClassification(config)
+    return PooledDistilBert(config)
 
 
 def multilabel_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
