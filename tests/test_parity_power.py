@@ -219,3 +219,22 @@ def test_tiny_benchmark_end_to_end(tmp_path):
     assert out.exists() and out.with_suffix(".md").read_text().startswith("# Parity")
     again = parity_power.rerender(out)
     assert again["summary"] == results["summary"]
+
+
+def test_resume_drops_the_runs_of_a_workload_whose_code_or_settings_changed():
+    from trainbench.bench.parity_power import drop_changed_workloads
+
+    runs = [{"workload": "a", "rep": 0}, {"workload": "b", "rep": 0}, {"workload": "b", "rep": 1}]
+    old = {"config": {"workload_code_sha256": {"a": "1", "b": "2"},
+                      "workloads": {"a": {"lr": 1}, "b": {"lr": 1}}}, "runs": runs}  # fmt: skip
+    same = {
+        "workload_code_sha256": {"a": "1", "b": "2"},
+        "workloads": {"a": {"lr": 1}, "b": {"lr": 1}},
+    }
+    assert drop_changed_workloads(old, same) == (old, [])
+    code = {**same, "workload_code_sha256": {"a": "1", "b": "3"}}
+    kept, notes = drop_changed_workloads(old, code)
+    assert kept["runs"] == runs[:1] and len(notes) == 1 and "2 earlier runs of b" in notes[0]
+    settings = {**same, "workloads": {"a": {"lr": 2}, "b": {"lr": 1}}}
+    kept, notes = drop_changed_workloads(old, settings)
+    assert kept["runs"] == runs[1:] and "1 earlier runs of a" in notes[0]

@@ -39,6 +39,7 @@ import ast
 import copy
 import datetime as dt
 import hashlib
+import json
 import multiprocessing
 import os
 import subprocess
@@ -267,10 +268,11 @@ def run_jobs(
 # ----------------------------------------------------------------------------- config and results
 
 
-def workload_code_sha256(module: Path) -> str:
+def workload_code_sha256(module: Path, extra: Iterable[Path] = ()) -> str:
     """SHA-256 over a workload's module and the modules of its package it imports
-    (``from .x import``, ``from . import x``), transitively, in name order."""
-    files, todo = set(), [module]
+    (``from .x import``, ``from . import x``), transitively, and ``extra`` files (the
+    workload's own code elsewhere, e.g. the text generator), in name order."""
+    files, todo = set(), [module, *extra]
     while todo:
         path = todo.pop()
         if path in files or not path.exists():
@@ -284,6 +286,14 @@ def workload_code_sha256(module: Path) -> str:
     for path in sorted(files):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def _own_code(workload: str) -> list[Path]:
+    """The files evidence.WORKLOAD_CODE names for ``workload`` (one list for both)."""
+    from ..evidence import WORKLOAD_CODE
+
+    root = Path(__file__).resolve().parents[3]
+    return [path for pattern in WORKLOAD_CODE.get(workload, ()) for path in root.glob(pattern)]
 
 
 def git_commit(folder: Path) -> str | None:
@@ -305,7 +315,7 @@ def config_facts(path: str | Path, config: dict) -> dict:
     workloads' settings as run, their code's hashes, and the parity settings."""
     raw = Path(path).read_bytes()
     code = {
-        name: workload_code_sha256(Path(workloads.get(name).__file__))
+        name: workload_code_sha256(Path(workloads.get(name).__file__), _own_code(name))
         for name in config["workloads"]
         if workloads.info(name, config["workloads"][name]).bundled
     }
@@ -383,18 +393,22 @@ def run_benchmark(
     chosen = {n: every[n] for n in (options.columns or every)}
     jobs = plan(config, chosen, options.repeats, options.only)
     previous = json_load(out_json) if options.resume and Path(out_json).exists() else {}
+    facts = config_facts(config_path, config)
+    previous, dropped = drop_changed_workloads(previous, facts)
+    for note in dropped:
+        log(note)
     done = {Job(r["workload"], r["batch_size"], r["column"], r["rep"])
             for r in previous.get("runs", [])}  # fmt: skip
     invocation = {"command": options.command, "commit": git_commit(Path(__file__).parent),
                   "started": _now(), "finished": None, "wall_seconds": None}  # fmt: skip
     results = {
         "benchmark": "parity_power",
-        "config": config_facts(config_path, config),
+        "config": facts,
         "machine": machine_facts("cpu"),
         "repeats": options.repeats,
         "columns": {n: {**asdict(c), "describe": c.describe()} for n, c in every.items()},
         "invocations": [*previous.get("invocations", []), invocation],
-        "notes": previous.get("notes", []),
+        "notes": [*previous.get("notes", []), *dropped],
         "runs": previous.get("runs", []),
     }
     lock = threading.Lock()
@@ -422,6 +436,37 @@ def run_benchmark(
     invocation["wall_seconds"] = time.perf_counter() - started
     save(out_json, results, SENSITIVITY_STEPS)
     return results
+
+
+def drop_changed_workloads(previous: dict, facts: dict) -> tuple[dict, list[str]]:
+    """``previous`` without the runs of workloads whose code or settings differ from
+    ``facts`` (the config as it runs now), and one note per workload dropped: a resumed
+    benchmark never mixes runs of two versions of a workload."""
+    if not previous.get("runs"):
+        return previous, []
+
+    def same(a, b) -> bool:  # as stored in JSON
+        return json.dumps(a, sort_keys=True, default=str) == json.dumps(
+            b, sort_keys=True, default=str
+        )
+
+    old = previous.get("config", {})
+    changed = sorted(
+        name
+        for name in {r["workload"] for r in previous["runs"]}
+        if not same(old.get("workload_code_sha256", {}).get(name),
+                    facts["workload_code_sha256"].get(name))
+        or not same(old.get("workloads", {}).get(name), facts["workloads"].get(name))
+    )  # fmt: skip
+    if not changed:
+        return previous, []
+    notes = []
+    for name in changed:
+        n = sum(r["workload"] == name for r in previous["runs"])
+        notes.append(f"{_now()}: {n} earlier runs of {name} dropped on --resume: its code or "
+                     "settings changed since they ran")  # fmt: skip
+    runs = [r for r in previous["runs"] if r["workload"] not in changed]
+    return {**previous, "runs": runs}, notes
 
 
 def rerender(results_json: str | Path, sensitivity: Sequence[int] = SENSITIVITY_STEPS) -> dict:
