@@ -386,7 +386,7 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
                 _check_content(ConfigLayer("x.yaml", copy.deepcopy(config)))
                 tbconfig.validate_config(config)
             except tbconfig.ConfigError:
-                pass
+                continue  # refused with a message: one of the two allowed outcomes
             except Exception as error:  # noqa: BLE001 - what the test looks for
                 raised.append((path, weird, repr(error)))
     assert len(paths) > 200
