@@ -40,6 +40,63 @@ def load_schema() -> dict:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def _key_path(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _allowed_keys(schema: dict) -> list[str]:
+    return sorted(schema.get("properties", {}))
+
+
+def _describe_error(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error.absolute_path)
+    value = error.instance
+    validator = error.validator
+    if validator == "additionalProperties":
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        allowed = ", ".join(_allowed_keys(error.schema))
+        where = f"under `{key}`" if error.absolute_path else "at the top level"
+        return (
+            f"unknown key {', '.join(f'`{e}`' for e in extra)} {where}. "
+            f"Allowed keys: {allowed}. Fix: remove or rename it."
+        )
+    if validator == "enum":
+        allowed = ", ".join(str(v) for v in error.validator_value if v is not False)
+        return f"`{key}` is {value!r}; allowed values: {allowed}."
+    if validator == "type":
+        return (
+            f"`{key}` is {value!r} ({type(value).__name__}); it must be of type "
+            f"{error.validator_value}."
+        )
+    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        words = {
+            "minimum": "at least",
+            "exclusiveMinimum": "greater than",
+            "maximum": "at most",
+            "exclusiveMaximum": "less than",
+        }[validator]
+        return f"`{key}` is {value!r}; it must be {words} {error.validator_value}."
+    if validator == "required":
+        return f"{error.message} (at `{key}`). Fix: add it."
+    if validator == "minItems":
+        return f"`{key}` is empty; give at least {error.validator_value} item(s)."
+    if validator == "uniqueItems":
+        return f"`{key}` has repeated items: {value!r}."
+    if validator == "minProperties":
+        return f"`{key}` is empty; name at least one entry."
+    if validator == "oneOf":
+        # Report the closest alternative's reason rather than jsonschema's dump.
+        specific = [e for e in error.context if e.validator != "type"]
+        if specific:
+            return _describe_error(specific[0])
+        kinds = [s.get("type", "?") for s in error.validator_value]
+        return f"`{key}` is {value!r}; it must be one of the types: {', '.join(map(str, kinds))}."
+    return f"`{key}`: {error.message}"
+
+
 def _validator_with_defaults(schema: dict):
     """A validator that also fills in the schema's defaults (as Snakemake's validate does)."""
     base = jsonschema.validators.validator_for(schema)
@@ -60,7 +117,7 @@ def validate_config(config: dict) -> dict:
     semantic checks, and return it. Raises ConfigError with every problem found
     (a config of any structure too: not a mapping, keys that are not strings...)."""
     from .config_checks import semantic_problems, unknown_workload_problems
-    from .config_schema import describe_error, structure_problems
+    from .config_schema import structure_problems
 
     structure = structure_problems(config)
     if structure:
@@ -72,7 +129,7 @@ def validate_config(config: dict) -> dict:
     validator = _validator_with_defaults(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = sorted({describe_error(e) for e in errors})
+        lines = sorted({_describe_error(e) for e in errors})
         raise ConfigError("invalid config:\n  - " + "\n  - ".join(lines))
     normalise(config)
     problems = semantic_problems(config)
