@@ -211,11 +211,19 @@ def test_every_cell_ran_as_a_slurm_job(cluster_run):
     assert set(jobs) == set(job_ids.values())
     # Every cell's job succeeded, the crashed one included (its crash is its record).
     assert {j["State"] for j in jobs.values()} == {"COMPLETED"}
-    # Only cells and the data set were Slurm jobs; tables, figures and reports were local.
+    # Only cells, the data set and the float64 references (parity's yardstick, one per
+    # repeat of a training workload with a second device; rule run_reference) were
+    # Slurm jobs; tables, figures and reports were local.
     (name,) = {j["JobName"] for j in jobs.values()}
     submitted = jobs_named(name, cluster_run["since"])
     assert set(job_ids.values()) <= submitted
-    assert len(submitted) == len(CELLS) + 1  # + prepare_data for image_cnn
+    references = sorted(
+        (cluster_run["workflow"] / "results" / "references").glob("*/bs*/rep*/reference.json")
+    )
+    assert [p.parent.relative_to(p.parents[3]).as_posix() for p in references] == [
+        "image_cnn/bs32/rep0"
+    ]
+    assert len(submitted) == len(CELLS) + 1 + len(references)  # + prepare_data for image_cnn
 
     # runs.csv names each record's job.
     with open(cluster_run["workflow"] / "results" / "tables" / "runs.csv", newline="") as fh:
