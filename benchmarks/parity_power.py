@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=pp.REPEATS)
     parser.add_argument("--only", nargs="*", default=[], help="workload or workload:batch_size")
     parser.add_argument("--columns", nargs="*", default=[],
-                        help="columns to run (default all: " + " ".join(pp.columns()) + ")")  # fmt: skip
+                        help="columns to run (default all: " + " ".join(pp.columns()).replace("%", "%%") + ")")  # fmt: skip
     parser.add_argument("--workers", type=int, default=1, help="cells run at the same time")
     parser.add_argument("--out", help="results JSON (default results/parity-power-<date>.json)")
     parser.add_argument("--resume", action="store_true", help="skip the runs --out already has")

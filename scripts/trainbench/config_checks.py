@@ -5,6 +5,7 @@ sentence naming the key and the fix, reported before any job starts."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
@@ -289,6 +290,14 @@ def main_check(paths: list[str]) -> int:
     """Exit status 0 when ``paths`` (config.yaml first, then overrides) make a valid
     config; else 2, with one line per problem on stderr, as Snakemake refuses them
     (rules/setup.smk each file, rules/common.smk the merged config)."""
+    parser = argparse.ArgumentParser(
+        prog="check_config.py",
+        description="Check config files (config.yaml first, then overrides) as Snakemake "
+        "would, before it starts: one line per problem naming the file, key and fix; "
+        "when valid, the repeats each enabled workload will get.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="config", help="YAML config files, in order")
+    paths = parser.parse_args(paths).paths
     try:
         config, origins = read_merged_config(paths)
     except ConfigRefused as refused:

@@ -10,6 +10,7 @@ and remove the stale lock.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -78,7 +79,14 @@ def recover(workdir: str | Path = ".", snakemake: str | None = None) -> list[str
     return done
 
 
-def main() -> int:
-    for line in recover("."):
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="After a killed run: stop its orphaned cell processes and remove "
+        "Snakemake's stale lock, only when no Snakemake runs in the folder (`make "
+        "report` runs this first)."
+    )
+    parser.add_argument("workdir", nargs="?", default=".", help="the workflow folder (default: .)")
+    args = parser.parse_args(argv)
+    for line in recover(args.workdir):
         print(f"trainbench: {line}", file=sys.stderr)
     return 0
