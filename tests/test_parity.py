@@ -321,3 +321,36 @@ def test_a_faulted_cell_finishes_ok_silently_wrong(cells):
     assert faulted["numerics_status"] == "fail"  # the canary sees it, as on a real MPS bug
     assert "matmul_square" in faulted["numerics_failed_ops"]
     assert "addcdiv_noncontiguous" in faulted["numerics_failed_ops"]
+
+
+def test_the_drift_compares_the_steps_before_the_baseline_diverges():
+    """Training amplifies differences: after step 10 here the float32 baseline's own
+    error is 1e-4 (chaos, not arithmetic), as in image_cnn's repeats in
+    benchmarks/parity_power.py. A device wrong by 1e-3 from the first step is 8x
+    the baseline there but within 100x its late error: over every step it passes; over
+    the steps before the baseline diverges it fails. A correct device passes both."""
+    from trainbench.stats import drift
+
+    steps, onset = 32, 10
+    reference = np.full(steps, 2.3)
+    rng = np.random.default_rng(0)
+    signs = rng.choice([-1.0, 1.0], size=(3, steps))
+    errors = np.where(np.arange(steps) < onset, 2 * U32, 1e-4 * (1 + rng.random(steps)))
+    baseline = reference * (1 + signs[0] * errors)
+    correct = reference * (1 + signs[1] * np.where(np.arange(steps) < onset, 3 * U32, errors))
+    wrong = reference * (1 + signs[2] * np.maximum(errors, 1e-3))
+
+    def ratio_over_all(device):
+        e_d = np.abs(device - reference) / reference
+        e_b = np.maximum(np.abs(baseline - reference) / reference, U32)
+        return float(np.median(e_d / (100 * e_b)))
+
+    assert ratio_over_all(wrong) < 1  # what the rule over every step missed
+    bad = drift.pair_drift(wrong, baseline, reference, "float32", 100.0)
+    good = drift.pair_drift(correct, baseline, reference, "float32", 100.0)
+    assert bad.compared == good.compared == onset and bad.steps == steps
+    assert bad.ratio > 10 and good.ratio < 0.1
+    # never fewer than MIN_STEPS compared; every step when the baseline never diverges
+    early = reference * (1 + signs[0] * np.where(np.arange(steps) < 1, 2 * U32, 1e-4))
+    assert drift.pair_drift(correct, early, reference, "float32", 100.0).compared == 4
+    assert drift.compared_steps(np.full(steps, 2 * U32)) == steps

@@ -182,7 +182,8 @@ def _parity_ci(prefix: str, percent: bool = False) -> Callable[[Row], str]:
 
 
 PARITY = KEYS + cols(
-    ("precision", "precision"), ("pairs", "pairs", "i"), ("steps vs float64", "reference_steps", "i"),
+    ("precision", "precision"), ("pairs", "pairs", "i"),
+    ("steps vs float64", "reference_steps", "i"), ("steps compared", "compared_steps", "i"),
     ("drift / envelope", lambda r: _iv(r.get("drift_low"), r.get("drift_high"), r.get("interval"), "x")),
     ("device error", "device_error", "n"), ("baseline error", "baseline_error", "n"),
     ("drift ok", "drift_within", "y"), ("metric", "primary_metric"),

@@ -35,7 +35,9 @@ compares them **pair by pair**, per workload × device × batch size, with two c
 
 **Columns**: workload, device, batch_size, primary_metric; precision (the device's
 coarsest arithmetic: its autocast dtype, TF32, else float32), unit_roundoff; pairs;
-reference_steps (median steps compared); drift_multiplier (m); drift_low,
+reference_steps (median steps with a loss on every side); compared_steps (median of
+the first steps compared: those before the baseline diverges, :mod:`.drift`);
+drift_multiplier (m); drift_low,
 drift_median, drift_high (the drift ratios' interval and median; ≤ 1 within);
 device_error, baseline_error (median per-step relative loss error against float64,
 medians over the pairs); drift_within (true, false, empty: inconclusive or not
@@ -69,7 +71,7 @@ INSUFFICIENT, NOT_COMPARABLE = "insufficient data", "not comparable"
 
 PARITY_COLUMNS = [
     "workload", "device", "batch_size", "primary_metric", "precision", "unit_roundoff",
-    "pairs", "reference_steps", "drift_multiplier", "drift_low", "drift_median",
+    "pairs", "reference_steps", "compared_steps", "drift_multiplier", "drift_low", "drift_median",
     "drift_high", "device_error", "baseline_error", "drift_within",
     "final_metric", "baseline_metric", "metric_diff", "metric_low", "metric_high",
     "metric_margin", "metric_within", "final_loss", "baseline_loss", "loss_diff",
@@ -207,7 +209,8 @@ def _drift(row: dict, drifts: list[PairDrift], precision: str, m: float) -> str 
     within = high <= 1.0
     beyond = low > 1.0
     row.update({
-        "reference_steps": int(np.median([d.steps for d in drifts])), "drift_low": low,
+        "reference_steps": int(np.median([d.steps for d in drifts])),
+        "compared_steps": int(np.median([d.compared for d in drifts])), "drift_low": low,
         "drift_median": float(np.median(ratios)), "drift_high": high,
         "device_error": _nanmedian([d.device_error for d in drifts]),
         "baseline_error": _nanmedian([d.baseline_error for d in drifts]),
@@ -217,7 +220,8 @@ def _drift(row: dict, drifts: list[PairDrift], precision: str, m: float) -> str 
     envelope = f"{compact(m)} × " + (f"2^{round(math.log2(scale))} × " if scale > 1 else "")
     words = "within" if within else "beyond" if beyond else "neither within nor beyond"
     return (
-        f"loss drift against float64 over {row['reference_steps']} steps: device error / "
+        f"loss drift against float64 over the first {row['compared_steps']} of "
+        f"{row['reference_steps']} steps (before the baseline diverges): device error / "
         f"({precision} envelope = {envelope}the baseline's float32 error) "
         f"{compact(low)}–{compact(high)} ({kind}): {words}"
     )
