@@ -40,12 +40,10 @@ import copy
 import datetime as dt
 import hashlib
 import json
-import multiprocessing
 import os
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -58,6 +56,7 @@ from ..numeric_fault import FAULT
 from ..records import atomic_write_json
 from ..tables import compact
 from .parity_analysis import RUN_FIELDS, analyse, json_scalar, render
+from .workers import run_in_workers
 
 REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
@@ -250,19 +249,16 @@ def run_jobs(
     done: Callable[[dict], None] = lambda row: None,
 ) -> None:
     """Every job, ``workers`` at a time (each in a worker process of its own: the
-    launcher handles signals, which only a main thread may); ``done`` gets each row
-    in this process as it finishes."""
+    launcher handles signals, which only a main thread may; the workers stop with
+    this process, :mod:`.workers`); ``done`` gets each row in this process as it
+    finishes."""
     data = prepare_data(config, jobs, root)
     if workers <= 1:
         for job in jobs:
             done(run_job(config, job, chosen[job.column], data[job.workload], root))
         return
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(run_job, config, j, chosen[j.column], data[j.workload], root)
-                   for j in jobs]  # fmt: skip
-        for future in as_completed(futures):
-            done(future.result())
+    calls = [(config, j, chosen[j.column], data[j.workload], root) for j in jobs]
+    run_in_workers(run_job, calls, workers, done)
 
 
 # ----------------------------------------------------------------------------- config and results
