@@ -248,17 +248,15 @@ def run_jobs(
     workers: int = 1,
     done: Callable[[dict], None] = lambda row: None,
 ) -> None:
-    """Every job, ``workers`` at a time (each in a worker process of its own: the
-    launcher handles signals, which only a main thread may; the workers stop with
-    this process, :mod:`.workers`); ``done`` gets each row in this process as it
-    finishes."""
+    """Every job, ``workers`` at a time, each in a worker process of its own, one
+    worker included: the launcher handles signals, which only a main thread may, and
+    stops its cell when its parent changes (a launcher orphaned by a killed Snakemake),
+    which in this process would misfire when the shell that started a ``nohup``-ed
+    benchmark exits. The workers stop with this process (:mod:`.workers`); ``done``
+    gets each row in this process as it finishes."""
     data = prepare_data(config, jobs, root)
-    if workers <= 1:
-        for job in jobs:
-            done(run_job(config, job, chosen[job.column], data[job.workload], root))
-        return
     calls = [(config, j, chosen[j.column], data[j.workload], root) for j in jobs]
-    run_in_workers(run_job, calls, workers, done)
+    run_in_workers(run_job, calls, max(1, workers), done)
 
 
 # ----------------------------------------------------------------------------- config and results
