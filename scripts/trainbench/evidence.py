@@ -82,6 +82,7 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/evidence_check.py",
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",
+    "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
 )
 # What a rendered run keeps besides its records (paths relative to the results folder).
 RENDERED = ("report.md", "reports/*.md", "tables/*.csv", "tables/*.md", "figures/*.png")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .evidence import EVIDENCE_FILE, evidence_folders, stale_files
 
-BEGIN = "<!-- evidence-check: written by `python scripts/evidence.py check --update-readme` -->"
+BEGIN = "<!-- evidence-check: written by `python scripts/evidence.py check --update-readme README.md` -->"
 END = "<!-- /evidence-check -->"
 
 
@@ -53,7 +53,7 @@ def check_readme(root: Path, readme: Path) -> int:
     print(
         f"{readme}: its evidence block does not list the measurement code changed since the "
         "evidence was made. Fix: measure again (make gpu-evidence), or run `python "
-        "scripts/evidence.py check --update-readme` and say in the README what changed.",
+        "scripts/evidence.py check --update-readme README.md` and say in the README what changed.",
         file=sys.stderr,
     )
     return 1

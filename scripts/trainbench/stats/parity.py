@@ -16,8 +16,10 @@ compares them **pair by pair**, per workload × device × batch size, with two c
 2. **Gross check** (can only fail a device): the paired differences of the final task
    metric (device − baseline, metric units) and of the final training loss (relative to
    the baseline's) — their range (fewer than 5 pairs) or 90% t interval of the mean (5
-   or more) — against ± ``g`` times the baseline's own seed-to-seed standard deviation
-   of that quantity (``report.parity.gross_margin_sds``, default 3). An interval wholly
+   or more) — against ± ``g`` times the 90% upper confidence bound of the baseline's
+   own seed-to-seed standard deviation of that quantity (chi-square, n − 1 degrees of
+   freedom: the SD of 3 seeds is itself uncertain; ``report.parity.gross_margin_sds``,
+   default 3). An interval wholly
    beyond the margin means the device's training *result* moved more than a change of
    seed moves it. Within the margin proves little (seeds move results a lot): it never
    passes a device alone.
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..precision import UNIT_ROUNDOFF, precision_of
 from ..tables import compact
@@ -65,6 +68,7 @@ ALPHA = 0.05
 MIN_PAIRS = 3
 RANGE_BELOW = 5  # fewer pairs: the interval is their range
 DEFAULT_GROSS_SDS = 3.0
+SD_CONFIDENCE = 0.90  # the gross margin uses this upper confidence bound of the seed SD
 
 PASS, FAIL, IDENTICAL = "pass", "fail", "identical"
 INSUFFICIENT, NOT_COMPARABLE = "insufficient data", "not comparable"
@@ -175,7 +179,7 @@ def _gross(row: dict, prefix: str, dev: np.ndarray, base: np.ndarray, spread: np
     if scale == 0:
         return None
     diffs = (dev - base) / (np.abs(base) if relative else 1.0)
-    margin = g * float(np.std(spread, ddof=1)) / scale
+    margin = g * seed_sd_upper(spread) / scale
     low, high, _ = interval_of(diffs, center="mean")
     row.update({f"final_{prefix}": float(dev.mean()), f"baseline_{prefix}": float(base.mean()), f"{prefix}_diff": float(diffs.mean()),
                 f"{prefix}_low": low, f"{prefix}_high": high, f"{prefix}_margin": margin})  # fmt: skip
@@ -188,7 +192,18 @@ def _gross(row: dict, prefix: str, dev: np.ndarray, base: np.ndarray, spread: np
     span = f"[{_signed(low, relative)}, {_signed(high, relative)}]"
     bound = f"±{compact(100 * margin)}%" if relative else f"±{compact(margin)}"
     verdict = "beyond: fails" if beyond else "not beyond"
-    return f"{prefix} {span} vs {bound} ({compact(g)} × the baseline's seed SD): {verdict}"
+    sd = f"the {SD_CONFIDENCE:.0%} upper bound of the baseline's seed SD, {spread.size} repeats"
+    return f"{prefix} {span} vs {bound} ({compact(g)} × {sd}): {verdict}"
+
+
+def seed_sd_upper(values: np.ndarray, confidence: float = SD_CONFIDENCE) -> float:
+    """The one-sided ``confidence`` upper bound of the standard deviation of ``values``
+    (chi-square, n − 1 degrees of freedom, normal values): a margin from 3 seeds is
+    itself a guess, whose SD falls below half the true one about 1 time in 5; the
+    bound keeps that luck from failing a correct device."""
+    n = values.size
+    sd = float(np.std(values, ddof=1))
+    return sd * math.sqrt((n - 1) / float(stats.chi2.ppf(1 - confidence, n - 1)))
 
 
 def _signed(x: float, relative: bool) -> str:
