@@ -382,6 +382,13 @@ def _overview_lines(results: Mapping) -> list[str]:
     ]
 
 
+def _judged(results: Mapping) -> str:
+    judged = results.get("judged") or {}
+    if not judged.get("commit"):
+        return ""
+    return f", as at commit `{str(judged['commit'])[:10]}` ({judged.get('at', '?')}),"
+
+
 def _header(results: Mapping) -> list[str]:
     facts, machine = results["config"], results.get("machine", {})
     runs = results["invocations"]
@@ -390,13 +397,15 @@ def _header(results: Mapping) -> list[str]:
         f"# Parity detection power ({runs[0]['started'][:10]})",
         "",
         "The parity rule (`scripts/trainbench/stats/parity.py`: each repeat's per-step "
-        "losses against the float64 reference of the same run seed, within m × (u_p/u_fp32) "
-        "× the baseline's own float32 error; a gross check of the final metric and loss) "
-        f"applied to columns of {results['repeats']} repeats (run seeds 0–"
+        "losses against the float64 reference of the same run seed, over the steps before "
+        "the baseline diverges from it, within m × (u_p/u_fp32) × the baseline's own "
+        "float32 error; a gross check of the final metric and loss against g × the 90% "
+        "upper bound of the baseline's seed SD)"
+        f"{_judged(results)} applied to columns of {results['repeats']} repeats (run seeds 0–"
         f"{results['repeats'] - 1}) against a one-thread float32 baseline of the same seeds. "
         f"Config `{facts['path']}` (sha256 {facts['sha256'][:12]}), every workload setting "
         f"as configured; {machine.get('cpu_model', 'CPU')} ({machine.get('logical_cores', '?')}"
-        f" logical cores), torch {machine.get('torch', '?')}; drift over the first "
+        f" logical cores), torch {machine.get('torch', '?')}; float64 references of the first "
         f"{facts['parity_reference']['steps']} steps; parity settings "
         f"{facts['parity'] or 'default'}.",
         "",

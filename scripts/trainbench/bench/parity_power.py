@@ -344,6 +344,8 @@ def save(out_json: str | Path, results: dict, sensitivity: Sequence[int] = ()) -
     """(Re)apply the rule to ``results``' runs (and at the shorter drift windows
     ``sensitivity``) and write the JSON and its Markdown."""
     analyse(results, sensitivity)
+    # the rule is the analysing code's: a re-render may judge older runs by a newer rule
+    results["judged"] = {"commit": git_commit(Path(__file__).parent), "at": _now()}
     atomic_write_json(out_json, results)
     atomic_write_text(Path(out_json).with_suffix(".md"), render(results))
 
