@@ -54,10 +54,12 @@ MIN_STEPS = 4  # fewer common steps: no drift ratio; never fewer compared
 # AVX2 kernel's clip pair reach 1.2x its envelope, 16 kept every one below 0.7x.
 DIVERGENCE = 16.0
 # m_p defaults (report.parity.drift_multiplier): measured by benchmarks/parity_power.py
-# (docs/statistics.md, "Parity"): correct float32 kernels other than the baseline's
-# (oneDNN's AVX2 convolutions against its AVX-512 ones) strayed up to ~12x the
-# baseline's error in median, a 1% error on a quarter of the matmul tiles thousands of
-# times; bf16 autocast on the CPU stayed below 0.15x its scaled envelope.
+# (docs/statistics.md, "Parity"), over the steps before divergence: correct float32
+# kernels other than the baseline's (two threads; oneDNN's AVX2 kernels against its
+# AVX-512 ones) strayed up to 68x the baseline's error (a pair's median; ratio 0.68 at
+# m = 100), a 3% error on a quarter of the matmul tiles 620x to 45,000x, a 1% error
+# 39x to 11,000x (only image_cnn at 128 below 100x); bf16 autocast on the CPU stayed
+# below 0.06x its scaled envelope (m = 4).
 DEFAULT_MULTIPLIERS = {"float32": 100.0, "reduced": 4.0}
 
 
