@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-from trainbench.bench import parity_analysis as pa  # noqa: E402
+from trainbench.bench import parity_markdown  # noqa: E402
 from trainbench.bench import parity_power as pp  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def main() -> int:
                         "and its Markdown")  # fmt: skip
     args = parser.parse_args()
     if args.render:
-        print(pa.render(pp.rerender(args.render)))
+        print(parity_markdown.render(pp.rerender(args.render)))
         return 0
     unknown = sorted(set(args.columns) - set(pp.columns(args.sizes)))
     if unknown:
@@ -69,7 +69,7 @@ def main() -> int:
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(pa.render(results))
+    print(parity_markdown.render(results))
     print(f"wrote {out} and {out.with_suffix('.md')}")
     print(f"rerun: {command}")
     return 0

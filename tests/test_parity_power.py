@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import yaml
 from helpers import tiny_config
-from trainbench.bench import parity_analysis, parity_power
+from trainbench.bench import parity_analysis, parity_markdown, parity_power
+from trainbench.stats.drift import pair_drift
 
 STEPS = 32
 REPEATS = 5
@@ -128,7 +129,8 @@ def test_analysis_of_fake_runs():
     assert list(found) == ["clean", "threads2", "bf16", "fault3%"]
     clean = found["clean"]
     assert clean["all"]["parity"] == "identical" and clean["all"]["decided_by"] == "bit-identical"
-    assert clean["subsets"] == {"subsets": 10, "size": 3, "outcomes": {"identical": 10}}
+    assert clean["subsets"] == {"subsets": 10, "size": 3, "outcomes": {"identical": 10},
+                                "pair_drift_min": None, "pair_drift_max": None}  # fmt: skip
     assert clean["same_final"] == "5 of 5" and found["bf16"]["same_final"] == "5 of 5"
     for name in ("threads2", "bf16"):
         assert found[name]["all"]["parity"] == "pass", found[name]["all"]["rule"]
@@ -146,11 +148,20 @@ def test_analysis_of_fake_runs():
     assert total["benign_passes"]["bf16"]["first3"] == 1
     assert total["detected"]["fault3%"] == {"cells": 1, "all": 1, "first3": 1, "subsets": 10,
                                             "subsets_total": 10}  # fmt: skip
+    # every pair's own drift ratio, straight from the drift module: the summary's extremes
+    runs = {(r["column"], r["rep"]): r["losses"] for r in results["runs"]}
+    ratios = [pair_drift(runs["fault3%", k], runs["baseline", k], runs["reference", k],
+                         "float32", 100.0).ratio for k in range(REPEATS)]  # fmt: skip
+    extremes = total["pair_drift"]["fault3%"]
+    assert extremes["min"] == pytest.approx(min(ratios))
+    assert extremes["max"] == pytest.approx(max(ratios))
+    assert extremes["min_cell"] == "image_cnn 32" and "clean" not in total["pair_drift"]
     assert results["cost"][0]["baseline_seconds"] == 10.0
     assert results["cost"][0]["reference_seconds"] == 3.0
-    text = parity_analysis.render(results)
+    text = parity_markdown.render(results)
     assert "| image_cnn | 32 | fault3% | **fail** | fail | 10 fail (of 10) |" in text
     assert "`python benchmarks/parity_power.py` at commit `abc`" in text
+    assert "- **Per-pair drift ratios**" in text and "fault3% " in text
 
 
 def test_the_drift_window_sensitivity_cuts_the_losses():
@@ -159,7 +170,7 @@ def test_the_drift_window_sensitivity_cuts_the_losses():
     assert found["steps"] == 8 and found["summary"]["detected"]["fault3%"]["all"] == 1
     assert {c["column"]: c["all"] for c in found["cells"]}["bf16"] == "pass"
     assert parity_analysis.truncated([{"losses": [1.0, 2.0, 3.0]}], 2) == [{"losses": [1.0, 2.0]}]
-    text = parity_analysis.render(results)
+    text = parity_markdown.render(results)
     assert "| fault3%: fail (detected) | 1/1, 1/1, 10/10 | 1/1, 1/1, 10/10 |" in text
 
 

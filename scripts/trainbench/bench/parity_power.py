@@ -55,7 +55,8 @@ from ..atomic_files import atomic_write_text
 from ..numeric_fault import FAULT
 from ..records import atomic_write_json
 from ..tables import compact
-from .parity_analysis import RUN_FIELDS, analyse, json_scalar, render
+from .parity_analysis import RUN_FIELDS, analyse, json_scalar
+from .parity_markdown import render
 from .workers import run_in_workers
 
 REPEATS = 5
