@@ -35,7 +35,7 @@ and a wrong one both drift at the pace of that amplification, and their late ste
 compare the chaos, not the arithmetic. Measured (benchmarks/parity_power.py): over all
 32 steps image_cnn's 3% fault was within the float32 envelope in most pairs, because
 the baseline's error reached 1e-4 by step 12 in some repeats; before divergence every
-3% fault pair was 6-450x beyond it and every correct kernel's at most 0.7x.
+3% fault pair was 6-446x beyond it and every correct kernel's at most 0.7x.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ DIVERGENCE = 16.0
 # (docs/statistics.md, "Parity"), over the steps before divergence: correct float32
 # kernels other than the baseline's (two threads; oneDNN's AVX2 kernels against its
 # AVX-512 ones) strayed up to 68x the baseline's error (a pair's median; ratio 0.68 at
-# m = 100), a 3% error on a quarter of the matmul tiles 620x to 45,000x, a 1% error
-# 39x to 11,000x (only image_cnn at 128 below 100x); bf16 autocast on the CPU stayed
-# below 0.06x its scaled envelope (m = 4).
+# m = 100), a 3% error on a quarter of the matmul tiles 621x to 44,600x, a 1% error
+# 39x to 11,400x; bf16 autocast on the CPU stayed below 0.06x its scaled envelope
+# (m = 4). Per-pair extremes: benchmarks/results/parity-power-*.md, "Per-pair drift
+# ratios".
 DEFAULT_MULTIPLIERS = {"float32": 100.0, "reduced": 4.0}
 
 
