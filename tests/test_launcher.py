@@ -276,11 +276,14 @@ def test_ok_training_record(tmp_path, cnn_data):
     # Warm-up is excluded from the timed region and reported apart. A window shorter
     # than timing.min_timed_seconds (a fast, quiet machine) is extended by timed steps
     # after the last epoch: they count in the window, and are reported as such.
-    assert result["warmup"]["steps"] == WARMUP_STEPS
-    assert result["warmup"]["samples"] == WARMUP_STEPS * 32
+    # At least the configured warm-up: over a long extension the steady-state search may
+    # find a longer one on a busy machine.
+    warm = result["warmup"]["steps"]
+    assert warm >= WARMUP_STEPS and result["warmup"]["configured_steps"] == WARMUP_STEPS
+    assert result["warmup"]["samples"] == warm * 32
     extended = result["extension"]["steps"]
-    assert result["timed"]["steps"] == STEPS_PER_EPOCH - WARMUP_STEPS + extended
-    assert result["timed"]["samples"] == (STEPS_PER_EPOCH - WARMUP_STEPS + extended) * 32
+    assert result["timed"]["steps"] == STEPS_PER_EPOCH - warm + extended
+    assert result["timed"]["samples"] == (STEPS_PER_EPOCH - warm + extended) * 32
     assert result["timed"]["seconds"] > 0
     assert result["timed"]["samples_per_s"] > 0
     assert result["timed"]["samples_per_s"] == pytest.approx(
