@@ -421,3 +421,66 @@ def test_verify_placement_flags_cpu_tensors_when_mps_expected():
     facts = verify_placement(model, optimizer, batch, "cpu")
     assert facts["all_on_device"] is True
     assert facts["optimizer_state"] == ["cpu"]
+
+
+# ----------------------------------------------------------------------------- per-step work
+
+
+class CountingMemoryDevice(FakeDevice):
+    """Counts per-step memory samples; ``per_step`` as an MPS device (no peak API)."""
+
+    def __init__(self, per_step: bool):
+        super().__init__()
+        self.samples_memory_per_step = per_step
+        self.samples = 0
+
+    def sample_memory(self) -> None:
+        self.samples += 1
+
+
+@pytest.mark.parametrize(("per_step", "expected"), [(False, 0), (True, 3 * 6)])
+def test_memory_is_sampled_inside_steps_only_where_the_device_needs_it(per_step, expected):
+    device = CountingMemoryDevice(per_step)
+    run_training(_parts(6), _context(_spec(6), device))
+    # forward, backward and optimizer step of each of the 6 steps; none elsewhere
+    assert device.samples == expected
+
+
+def test_the_step_timer_starts_last_and_stops_first_around_the_region_clock(monkeypatch):
+    """Its first mark is taken after every other tracker started and its region closes
+    before any other tracker stops: their bookkeeping is in neither clock."""
+    from trainbench import training
+    from trainbench.trackers import HostActivity, MemoryTracker, StepTimer
+
+    calls: list[str] = []
+    for cls in (HostActivity, MemoryTracker, StepTimer):
+        for name in ("start", "stop"):
+            original = getattr(cls, name)
+
+            def spy(self, *args, _original=original, _name=f"{cls.__name__}.{name}"):
+                calls.append(_name)
+                return _original(self, *args)
+
+            monkeypatch.setattr(cls, name, spy)
+    loop = training.TrainingLoop(_parts(4), _context(_spec(4), FakeDevice()))
+    loop.train_steps(1, 4)
+    assert calls[:3] == ["HostActivity.start", "MemoryTracker.start", "StepTimer.start"]
+    assert calls[3:6] == ["StepTimer.stop", "MemoryTracker.stop", "HostActivity.stop"]
+
+
+def test_training_runs_with_the_setup_heap_frozen_and_says_so(monkeypatch):
+    import gc
+
+    counts: list[int] = []
+    parts = _parts(4)
+    original = parts.loss_fn
+
+    def loss_fn(model, batch):
+        counts.append(gc.get_freeze_count())
+        return original(model, batch)
+
+    parts.loss_fn = loss_fn
+    result = run_training(parts, _context(_spec(4), FakeDevice()))
+    assert min(counts) > 0  # every step ran with the set-up's objects frozen
+    assert gc.get_freeze_count() == 0  # and they are unfrozen after the timed regions
+    assert "gc.freeze" in result["settings"]["garbage_collection"]

@@ -72,6 +72,9 @@ HOST_RSS_METHOD = (
 
 class Device:
     backend = "cpu"
+    # Whether the training steps sample memory (sample_memory): only a device whose
+    # peak cannot be read afterwards needs it inside the steps.
+    samples_memory_per_step = False
 
     def __init__(self, settings: dict | None = None):
         self.settings = dict(settings or {})
@@ -326,6 +329,7 @@ def _mps_call(name: str, *args, default=None):
 
 class MpsDevice(Device):
     backend = "mps"
+    samples_memory_per_step = True  # no peak-memory API: sampled after each step's parts
 
     def __init__(self, settings: dict | None = None):
         super().__init__(settings)

@@ -27,6 +27,7 @@ from .classify import COMPILE_ERROR_NAMES
 from .context import RunContext, check_autocast_kernels
 from .data import batch_size_of, staged_batches
 from .devices import AmpPolicy
+from .heap import frozen_heap
 from .measurement import (
     TimingProtocol,
     epoch_windows,
@@ -148,10 +149,17 @@ class TrainingLoop:
         self.timer = StepTimer(self.dev)
         self.host = HostActivity(self.protocol.disturbed_other_cores)
         self.memory = MemoryTracker(self.dev)
+        # Only a device without a peak-memory API (MPS) samples memory inside the steps.
+        self.sample_memory = self.memory.per_step
         # Energy first: its counters are read before the step timer's first event and
         # after its last, never inside a step. Made last: it samples idle power now.
         self.energy = EnergyTracker(self.dev, self.protocol.min_energy_seconds)
-        self.trackers = [self.energy, self.timer, self.host, self.memory]
+        # The step timer last: it starts right before the region's clock and stops
+        # right after it, so the other trackers' bookkeeping (psutil, counters) is in
+        # neither the steps' times nor the region's wall time.
+        self.trackers = [self.energy, self.host, self.memory, self.timer]
+        # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
+        self._keep = _detached_copy if self.compile_mode else _detached
         self.step_seconds: list[list[float]] = []  # one list per configured epoch
         self.step_losses: list[list[float]] = []  # the same steps' losses
         # Timed regions after the last epoch that lengthen a window below the minimum
@@ -202,14 +210,16 @@ class TrainingLoop:
             raise
         if self.ctx.fault == "nan_loss" and self.global_step >= 1:
             loss = loss * float("nan")
-        self.memory.sample()
+        if self.sample_memory:
+            self.memory.sample()
         scaled = loss / self.accumulation if self.accumulation > 1 else loss
         (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
-        self.memory.sample()
+        if self.sample_memory:
+            self.memory.sample()
         last = step_in_epoch + 1 == self.steps_per_epoch
         if (step_in_epoch + 1) % self.accumulation == 0 or last:
             self._optimizer_step()
-        keep = (lambda v: v.detach().clone()) if self.compile_mode else (lambda v: v.detach())
+        keep = self._keep
         return keep(loss), {name: keep(value) for name, value in stats.items()}
 
     def _optimizer_step(self) -> None:
@@ -221,7 +231,8 @@ class TrainingLoop:
         self.parts.optimizer.zero_grad(set_to_none=True)
         if self.parts.step_scheduler is not None and self.scheduler_steps:
             self.parts.step_scheduler.step()
-        self.memory.sample()
+        if self.sample_memory:
+            self.memory.sample()
 
     def _first_step(self, batch: dict) -> tuple[torch.Tensor, dict]:
         """Step 0, outside every timed region: synchronized at both edges (it holds
@@ -250,7 +261,7 @@ class TrainingLoop:
         facts = parts.before_epoch(epoch) if parts.before_epoch else {}
         parts.model.train()
         epoch_start = time.perf_counter()
-        losses, stats, seconds = self._train_steps(epoch, self.steps_per_epoch)
+        losses, stats, seconds = self.train_steps(epoch, self.steps_per_epoch)
         train_seconds = time.perf_counter() - epoch_start
         self.step_seconds.append(seconds)
         self.step_losses.append(torch.stack(losses).double().tolist())
@@ -283,13 +294,17 @@ class TrainingLoop:
             row["extra"] = facts
         self.epoch_rows.append(row)
 
-    def _train_steps(
+    def train_steps(
         self, epoch: int, steps: int, batches: Iterator[dict] | None = None
     ) -> tuple[list, dict, list[float]]:
-        """The first ``steps`` steps of one epoch (its data loader started afresh). Per-step
-        losses and stats stay on the device and are collected once per epoch: no
-        reduction kernel inside the timed steps (compiled steps keep a copy: a
-        CUDA-graph replay overwrites its outputs)."""
+        """The first ``steps`` steps of one epoch (its data loader started afresh; or the
+        next ``steps`` of ``batches``) in one timed region. Per-step losses and stats stay
+        on the device and are collected once per epoch: no reduction kernel inside the
+        timed steps. Inside the region each step adds to the bare training step only what
+        the measurement needs (benchmarks/README.md lists it with its cost): the data
+        wait's two clock reads, the batch's sample count, the loss and stats kept
+        (detached), one timing event (the clock on the CPU), and memory samples on MPS.
+        The progress bar advances at the region's edges."""
         losses: list[torch.Tensor] = []
         stats: dict[str, list[torch.Tensor]] = {}
         seconds: list[float] = []
@@ -303,7 +318,6 @@ class TrainingLoop:
                 stats.setdefault(name, []).append(value)
             self.step_samples.append(n)
             self.global_step += 1
-            bar.update(1)
 
         first = 0
         if self.global_step == 0:
@@ -311,15 +325,18 @@ class TrainingLoop:
             keep(self._first_step(batch), batch_size_of(batch))
             seconds.append(self.first_step_seconds or 0.0)
             self.data_wait.append(0.0)
+            bar.update(1)
             first = 1
         self.timer.prepare(steps - first)
+        clock, waits, mark = time.perf_counter, self.data_wait, self.timer.mark_step
         with TimedRegion(self.dev, self.trackers, TRAIN):
             for step_in_epoch in range(first, steps):
-                wait_t0 = time.perf_counter()
+                wait_t0 = clock()
                 batch = next(batches)  # host fetch + (pinned, non-blocking) copy to the device
-                self.data_wait.append(time.perf_counter() - wait_t0)
+                waits.append(clock() - wait_t0)
                 keep(self.train_step(batch, step_in_epoch), batch_size_of(batch))
-                self.timer.mark_step()
+                mark()
+        bar.update(steps - first)
         bar.close()
         seconds.extend(self.timer.regions[-1])
         return losses, stats, seconds
@@ -330,7 +347,7 @@ class TrainingLoop:
             self.parts.train_loader, self.device, self.non_blocking, self.prefetch
         )
 
-    def _endless_batches(self) -> Iterator[dict]:
+    def endless_batches(self) -> Iterator[dict]:
         """The training loader pass after pass (the extension's batches)."""
         while True:
             yield from self.batches()
@@ -360,7 +377,7 @@ class TrainingLoop:
         spent, budget, retried = 0.0, self.protocol.max_extension_seconds, False
         self.scheduler_steps = False
         self.parts.model.train()
-        batches = self._endless_batches()
+        batches = self.endless_batches()
         for _ in range(MAX_EXTENSION_REGIONS):
             need = extension_steps_needed(
                 self._window(),
@@ -376,7 +393,7 @@ class TrainingLoop:
             if reason not in (self.extension_reason or ""):
                 self.extension_reason = "; ".join(filter(None, [self.extension_reason, reason]))
             label = len(self.step_seconds) + len(self.extension_seconds) + 1
-            _, _, seconds = self._train_steps(label, steps, batches)
+            _, _, seconds = self.train_steps(label, steps, batches)
             self.extension_seconds.append(seconds)
             spent += sum(seconds)
 
@@ -434,10 +451,11 @@ class TrainingLoop:
     # -- result ------------------------------------------------------------------------
 
     def run(self) -> dict:
-        for epoch in range(1, self.epochs + 1):
-            self.run_epoch(epoch)
-        self.calibrate_evaluation()
-        self.extend_short_window()
+        with frozen_heap():
+            for epoch in range(1, self.epochs + 1):
+                self.run_epoch(epoch)
+            self.calibrate_evaluation()
+            self.extend_short_window()
         result = self.result()
         return self.parts.finish(result) if self.parts.finish is not None else result
 
@@ -492,6 +510,14 @@ class TrainingLoop:
             "verification": verification_facts(self),
             "task": task_facts(self.parts, self.epoch_rows),
         }
+
+
+def _detached(value: torch.Tensor) -> torch.Tensor:
+    return value.detach()
+
+
+def _detached_copy(value: torch.Tensor) -> torch.Tensor:
+    return value.detach().clone()
 
 
 def run_training(parts: TrainingParts, ctx: RunContext) -> dict:

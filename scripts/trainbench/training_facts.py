@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .heap import GC_METHOD
+
 if TYPE_CHECKING:
     from .training import TrainingLoop, TrainingParts
 
@@ -51,6 +53,7 @@ def settings_facts(loop: TrainingLoop) -> dict:
         if parts.step_scheduler is not None
         else None,
         "grad_scaler": loop.scaler is not None,
+        "garbage_collection": GC_METHOD,
         "data_staging": staging,
         "compile": {
             "mode": loop.compile_mode,

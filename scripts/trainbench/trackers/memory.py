@@ -16,6 +16,9 @@ class MemoryTracker:
         device.reset_peak_memory()
         self.initial_bytes = device.current_memory_bytes()
         self.per_epoch: list[dict] = []
+        # Whether the training steps must call :meth:`sample` (a device without a peak
+        # API); elsewhere the steps skip it: nothing the measurement needs.
+        self.per_step = bool(getattr(device, "samples_memory_per_step", False))
 
     def start(self, kind: str) -> None:
         pass
@@ -24,7 +27,8 @@ class MemoryTracker:
         pass
 
     def sample(self) -> None:
-        """After forward, backward and optimizer step (only MPS needs it: no peak API)."""
+        """After forward, backward and optimizer step, where :attr:`per_step` (MPS: no
+        peak API)."""
         self.device.sample_memory()
 
     def epoch_end(self, epoch: int) -> dict:
