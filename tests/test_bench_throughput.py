@@ -196,17 +196,36 @@ def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):
             },
         }
     suite = load_suite(
-        write_suite(tmp_path, {"name": "tiny", "device": "cpu", "rounds": 1, "cases": cases})
+        write_suite(
+            tmp_path,
+            {
+                "name": "tiny",
+                "device": "cpu",
+                "rounds": 2,
+                "run_rounds": 1,
+                "block_seconds": 0.01,
+                "cases": cases,
+            },
+        )  # fmt: skip
     )
     out = tmp_path / "results.json"
     results = run_suite(suite, out, log=lambda line: None)
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
     ok = [m for m in results["measurements"] if m["status"] == "ok"]
-    assert {m["variant"] for m in ok} >= set(variants)
     for workload in cases:
-        rows = [m for m in ok if m["workload"] == workload]
-        # Every variant times the harness's own number of steps after its warm-up.
-        assert len({(m["steps"], m["warmup_steps"]) for m in rows}) == 1, rows
-    cnn = [m for m in ok if m["workload"] == "image_cnn"]
-    assert cnn[0]["steps"] == 2 * 4 - 2
-    assert any(r.get("over_bare") for r in results["summary"])
+        blocks = [m for m in ok if m["workload"] == workload and m["method"] == "interleaved"]
+        # Harness, bare loop and its A/A twin: two blocks each per round, every block
+        # the same calibrated number of steps.
+        assert sorted(m["variant"] for m in blocks) == sorted(["harness", "bare", "bare-aa"] * 2)
+        assert {m["steps"] for m in blocks} == {2 * blocks[0]["block_steps"]}
+        assert all(len(m["blocks"]) == 2 for m in blocks)
+    checks = {(c["where"], c["target"].split(" ")[0]) for c in target_checks(results)}
+    assert ("image_cnn bs 8", "A/A") in checks and ("image_cnn bs 8", "harness") in checks
+    if "text_multilabel" in cases:
+        whole = [m for m in ok if m["workload"] == "text_multilabel" and m["method"] == "runs"]
+        # The Trainer in whole runs, paired with whole harness runs of the same shape.
+        assert sorted(m["variant"] for m in whole) == ["harness", "hf_trainer"]
+        assert len({(m["steps"], m["warmup_steps"]) for m in whole}) == 1, whole
+    summary = {(r["workload"], r["method"], r["variant"]): r for r in results["summary"]}
+    assert summary[("image_cnn", "interleaved", "harness")]["over_bare"] > 0
+    assert summary[("image_cnn", "interleaved", "bare-aa")]["over_bare"] > 0

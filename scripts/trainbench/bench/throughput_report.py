@@ -50,12 +50,15 @@ def _load_line(results: dict) -> str:
 
 
 COLUMNS_NOTE = (
-    "Columns: *÷ bare* = median over rounds of the round's throughput ratio (variant ÷ bare "
-    "loop), with its interval in brackets (the rounds' range below 5 rounds, a 95% bootstrap "
-    "CI of the median from 5); *event vs wall* = summed CUDA-event step time over the synchronized wall "
-    "time of the same steps, minus 1; *first step* = step 0 alone, synchronized (includes "
-    "compilation for compiled variants); *data wait* = host time blocked fetching the next "
-    "batch, per timed step (harness only)."
+    "Columns: *method* = `interleaved` (harness, bare loop and the bare loop's A/A twin "
+    "`bare-aa` alternating in blocks of *block* steps inside one process, each round a "
+    "palindrome of blocks) or `runs` (whole runs, one per variant per round); *÷ bare* = "
+    "median over rounds of the round's throughput ratio (variant ÷ bare loop), with its "
+    "interval in brackets (the rounds' range below 5 rounds, a 95% bootstrap CI of the "
+    "median from 5); *event vs wall* = summed CUDA-event step time over the synchronized "
+    "wall time of the same steps, minus 1 (median over rounds); *first step* = step 0 "
+    "alone, synchronized (includes compilation for compiled variants); *data wait* = host "
+    "time blocked fetching the next batch, per timed step (harness only)."
 )
 
 
@@ -90,10 +93,25 @@ def _header_lines(results: dict) -> list[str]:
         f"{m['torch_threads']} torch threads)",
         f"- python {m['python']}, torch {m['torch']}"
         + (f", transformers {m['transformers']}" if m.get("transformers") else ""),
-        f"- rounds per variant: {results['rounds']} (order rotated each round); throughput = "
-        "timed samples / wall seconds between device synchronizations, warm-up excluded",
+        _rounds_line(results),
         _load_line(results),
     ]
+
+
+def _rounds_line(results: dict) -> str:
+    if "block_seconds" not in results:  # results made before the interleaved method
+        return (
+            f"- rounds per variant: {results['rounds']} (order rotated each round); throughput "
+            "= timed samples / wall seconds between device synchronizations, warm-up excluded"
+        )
+    return (
+        f"- harness vs bare loop: {results['rounds']} interleaved rounds per case in one "
+        f"process, each a palindrome of blocks (harness, bare, bare-aa, rotated, then "
+        f"reversed) of about {results['block_seconds']:g} s; whole-run variants: "
+        f"{results['run_rounds']} rounds (order rotated); throughput = timed samples / "
+        "wall seconds between device synchronizations, warm-up excluded. A harness ÷ bare "
+        "verdict stands only where the case's A/A interval (bare-aa ÷ bare) lies within ±1%"
+    )
 
 
 def _target_lines(results: dict) -> list[str]:
@@ -120,9 +138,9 @@ def _throughput_lines(results: dict) -> list[str]:
     lines = [
         "## Throughput (median over rounds)",
         "",
-        "| workload | batch | variant | samples/s | ÷ bare (range) | ÷ HF Trainer | "
-        "event vs wall | first step s | data wait ms/step |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | batch | method | block | variant | samples/s | ÷ bare (interval) | "
+        "÷ HF Trainer | event vs wall | first step s | data wait ms/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results.get("summary", []):
         lines.append("| " + " | ".join(_throughput_cells(row)) + " |")
@@ -134,6 +152,8 @@ def _throughput_cells(row: dict) -> list[str]:
     return [
         row["workload"],
         str(row["batch_size"]),
+        row.get("method", "runs"),
+        str(row.get("block_steps", "")),
         row["variant"] + (f" ({row['rounds_failed']} failed)" if row["rounds_failed"] else ""),
         f"{sps:,.0f}" if sps else "failed",
         _ratio_cell(row, "over_bare"),

@@ -1,8 +1,12 @@
 """Is the harness as fast as a careful hand-written loop, and faster than the
 Hugging Face Trainer? One process, one device, the same model, data and batch size.
 
-Variants of one case (workload x batch size), measured in rounds whose order
-rotates so that no variant always runs first or last:
+Harness against bare loop (and the bare loop against itself, the A/A floor): the
+two interleaved in short blocks inside one process (:mod:`.interleaved`), every round a
+palindrome of blocks. Other variants (the HF Trainer, compiled or re-configured
+variants) run whole, in rounds of separate runs whose order rotates so that no variant
+always runs first or last, each paired with a whole harness run of the same round
+(method ``runs``):
 
 - ``harness``: the workload's own cell through :func:`trainbench.training.run_training`.
   ``harness:compile`` and ``harness:compile-<mode>`` run the torch.compile columns.
@@ -15,8 +19,8 @@ rotates so that no variant always runs first or last:
 :mod:`.throughput_suite`, the summary and targets in :mod:`.throughput_summary`, the
 Markdown in :mod:`.throughput_report`.)
 
-Every variant times the same number of steps after the same number of warm-up
-steps; throughput = timed samples / synchronized wall seconds.
+In the runs method every variant times the same number of steps after the same number
+of warm-up steps; throughput = timed samples / synchronized wall seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from pathlib import Path
 
 from .. import workloads
 from ..records import atomic_write_json
+from .interleaved import METHOD as INTERLEAVED
+from .interleaved import InterleavedPlan, measure_interleaved
 from .machine import machine_facts
 from .throughput_loops import measure_bare, measure_harness, measure_hf_trainer
 from .throughput_suite import Variant, cell_spec, trainbench_config
@@ -53,6 +59,8 @@ def run_suite(
         "device": backend,
         "machine": machine_facts(backend),
         "rounds": suite["rounds"],
+        "run_rounds": suite["run_rounds"],
+        "block_seconds": suite["block_seconds"],
         "measurements": [],
     }
     with tempfile.TemporaryDirectory(prefix="trainbench-bench-") as scratch:
@@ -63,17 +71,46 @@ def run_suite(
             data = str(Path(scratch) / workload)
             module = workloads.get(workload)
             module.prepare_data(config["workloads"][workload], data, config["seed"])
-            results["measurements"].append(_process_warmup(config, workload, case, data, log))
-            rounds = int(case.get("rounds", suite["rounds"]))
+            whole = _whole_run_variants(case["variants"])
+            if whole:
+                results["measurements"].append(_process_warmup(config, workload, case, data, log))
             for batch_size in case["batch_sizes"]:
-                for row in _measure_batch_size(
-                    config, workload, case["variants"], batch_size, data, rounds
-                ):
+                for row in _measure_case(suite, case, config, workload, batch_size, data):
                     log(_row_line(row))
                     results["measurements"].append(row)
                     results["summary"] = summarize(results["measurements"])
                     atomic_write_json(out_json, results)
     return results
+
+
+def _whole_run_variants(variants: list[Variant]) -> list[Variant]:
+    """The variants measured in whole runs: all but the plain harness and bare loop
+    (interleaved), with the harness as their pair."""
+    others = [v for v in variants if v not in (Variant("harness"), Variant("bare"))]
+    return [Variant("harness"), *others] if others else []
+
+
+def _measure_case(
+    suite: dict, case: dict, config: dict, workload: str, batch_size: int, data: str
+) -> Iterator[dict]:
+    """One batch size: the interleaved harness/bare/A-A blocks, then the whole runs."""
+    variants = case["variants"]
+    if Variant("harness") in variants and Variant("bare") in variants:
+        plan = InterleavedPlan(
+            rounds=int(case.get("rounds", suite["rounds"])),
+            block_seconds=float(case.get("block_seconds", suite["block_seconds"])),
+        )
+        spec = cell_spec(config, workload, Variant("harness"), batch_size, data)
+        try:
+            yield from measure_interleaved(spec, plan)
+        except Exception as exc:  # a case that fails is a result
+            yield {"workload": workload, "batch_size": batch_size, "variant": "harness",
+                   "round": 0, "status": "failed", "method": INTERLEAVED,
+                   "error": _error_text(exc)}  # fmt: skip
+    whole = _whole_run_variants(variants)
+    if whole:
+        rounds = int(case.get("run_rounds", suite["run_rounds"]))
+        yield from _measure_batch_size(config, workload, whole, batch_size, data, rounds)
 
 
 def _error_text(exc: Exception) -> str:
@@ -131,6 +168,7 @@ def _measure_batch_size(
                 "variant": variant.name,
                 "round": round_index,
                 "status": status,
+                "method": "runs",
                 "seconds_total": time.perf_counter() - t0,
                 # Other processes on the machine disturb host-bound steps:
                 # the 1-minute load average after the run says if any ran.
@@ -142,7 +180,7 @@ def _measure_batch_size(
 def _row_line(row: dict) -> str:
     """The log line of one measured row."""
     return f"{row['workload']} bs{row['batch_size']} {row['variant']} round {row['round']}: " + (
-        f"{row['samples_per_s']:.1f} samples/s" if row["status"] == "ok" else row["error"][:300]
+        row["error"][:300] if row["status"] == "failed" else f"{row['samples_per_s']:.1f} samples/s"
     )
 
 

@@ -83,7 +83,11 @@ def load_suite(path: str | Path) -> dict:
             raise SuiteError(f"{path}: `{key}` is missing")
     if suite["device"] not in BACKENDS:
         raise SuiteError(f"{path}: `device` must be one of {', '.join(BACKENDS)}")
-    suite.setdefault("rounds", 3)
+    # rounds: the interleaved harness/bare rounds; run_rounds: the whole-run rounds of
+    # the other variants; block_seconds: an interleaved block's target length.
+    suite.setdefault("rounds", 20)
+    suite.setdefault("run_rounds", 3)
+    suite.setdefault("block_seconds", 0.2)
     suite.setdefault("device_settings", {})
     for name, case in suite["cases"].items():
         if name not in workloads.WORKLOADS or workloads.info(name).kind != "training":
