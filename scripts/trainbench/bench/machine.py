@@ -42,3 +42,22 @@ def machine_facts(backend: str) -> dict:
     except ImportError:
         pass
     return facts
+
+
+def pin_process(cores: int | None) -> dict:
+    """pyperf's ``--affinity``: keep this process (and torch's CPU threads) on the last
+    ``cores`` logical CPUs it may use, so the host-bound part of a step does not migrate
+    between cores between blocks. Linux only (os.sched_setaffinity, feature-detected);
+    elsewhere, or with ``cores`` None, nothing changes. What is in force afterwards."""
+    can_pin = hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
+    facts: dict = {"requested_cores": cores, "pinned": False}
+    if cores and can_pin:
+        allowed = sorted(os.sched_getaffinity(0))
+        chosen = allowed[-int(cores) :]
+        os.sched_setaffinity(0, chosen)
+        torch.set_num_threads(len(chosen))
+        facts.update(pinned=True, cpus=chosen)
+    elif cores:
+        facts["reason"] = "os.sched_setaffinity is not available on this platform"
+    facts["torch_threads"] = torch.get_num_threads()
+    return facts

@@ -95,7 +95,18 @@ def _header_lines(results: dict) -> list[str]:
         + (f", transformers {m['transformers']}" if m.get("transformers") else ""),
         _rounds_line(results),
         _load_line(results),
+        _affinity_line(results),
     ]
+
+
+def _affinity_line(results: dict) -> str:
+    facts = results.get("cpu_affinity") or {}
+    if facts.get("pinned"):
+        return (
+            f"- process pinned to logical CPUs {facts['cpus']} (pyperf's --affinity), "
+            f"{facts['torch_threads']} torch threads"
+        )
+    return "- process not pinned to CPUs" + (f" ({facts['reason']})" if facts.get("reason") else "")
 
 
 def _rounds_line(results: dict) -> str:

@@ -37,7 +37,7 @@ from .. import workloads
 from ..records import atomic_write_json
 from .interleaved import METHOD as INTERLEAVED
 from .interleaved import InterleavedPlan, measure_interleaved
-from .machine import machine_facts
+from .machine import machine_facts, pin_process
 from .throughput_loops import measure_bare, measure_harness, measure_hf_trainer
 from .throughput_suite import Variant, cell_spec, trainbench_config
 from .throughput_summary import summarize
@@ -52,6 +52,7 @@ def run_suite(
     """Measure every case of ``suite``; rewrite ``out_json`` after each measurement
     (atomically), so an interrupted run keeps what it measured."""
     backend = suite["device"]
+    affinity = pin_process(suite.get("cpu_affinity"))
     results = {
         "suite": suite["name"],
         "description": suite.get("description", ""),
@@ -61,6 +62,7 @@ def run_suite(
         "rounds": suite["rounds"],
         "run_rounds": suite["run_rounds"],
         "block_seconds": suite["block_seconds"],
+        "cpu_affinity": affinity,
         "measurements": [],
     }
     with tempfile.TemporaryDirectory(prefix="trainbench-bench-") as scratch:

@@ -88,6 +88,10 @@ def load_suite(path: str | Path) -> dict:
     suite.setdefault("rounds", 20)
     suite.setdefault("run_rounds", 3)
     suite.setdefault("block_seconds", 0.2)
+    affinity = suite.setdefault("cpu_affinity", None)
+    if affinity is not None and (isinstance(affinity, bool) or not isinstance(affinity, int)
+                                 or affinity < 1):  # fmt: skip
+        raise SuiteError(f"{path}: `cpu_affinity` is a number of logical CPUs (>= 1) or null")
     suite.setdefault("device_settings", {})
     for name, case in suite["cases"].items():
         if name not in workloads.WORKLOADS or workloads.info(name).kind != "training":

@@ -31,6 +31,9 @@ class Tracker(Protocol):
     def stop(self, kind: str, seconds: float) -> None:
         """Called right after the closing synchronization with the region's wall time."""
 
+    # Optional: ``clock_started(kind, t0)``, called with the region clock's start
+    # (time.perf_counter) right after it is read, before the region's work.
+
     def summary(self) -> dict:
         """What the tracker measured over the whole run, for the record."""
 
@@ -50,6 +53,10 @@ class TimedRegion:
         for tracker in self.trackers:
             tracker.start(self.kind)
         self._t0 = time.perf_counter()
+        for tracker in self.trackers:
+            started = getattr(tracker, "clock_started", None)
+            if started is not None:
+                started(self.kind, self._t0)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

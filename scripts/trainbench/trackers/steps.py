@@ -43,9 +43,16 @@ class StepTimer:
         return event
 
     def start(self, kind: str) -> None:
-        if kind != TRAIN:
-            return
-        self._marks = [self._event() if self.uses_events else time.perf_counter()]
+        """The region's first event (a device timestamp: recorded last of all the
+        trackers' starts, so the others' bookkeeping is not in the first step)."""
+        if kind == TRAIN:
+            self._marks = [self._event()] if self.uses_events else []
+
+    def clock_started(self, kind: str, t0: float) -> None:
+        """On the clock: the first mark is the region clock's own start, so the steps'
+        times add up to at most the region's wall time."""
+        if kind == TRAIN and not self.uses_events:
+            self._marks = [t0]
 
     def mark_step(self) -> None:
         """After each step's work has been queued; never synchronizes."""
