@@ -181,6 +181,12 @@ def test_hang_is_killed_at_the_workload_timeout(tmp_path):
     # SIGTERM reaches the child first; faulthandler dumps where it hung.
     assert "faults.py" in record["error"]["stderr_tail"]
     assert "(timed out)" in log
+    # The wall-time breakdown names the phase the hang interrupted; the rest adds up.
+    wall = record["wall_time"]
+    assert wall["interrupted"] == "training_loop"
+    assert wall["attempt_seconds"] == attempt["duration_s"]
+    assert wall["phases"]["unattributed"] >= 8 - wall["marks"]["loop_start"]
+    assert sum(wall["phases"].values()) == pytest.approx(wall["attempt_seconds"])
 
 
 # ----------------------------------------------------------------------------- retries

@@ -52,6 +52,7 @@ COLUMNS = {
     "environments": "host os cpu_model logical_cores gpu_models device device_name python torch "
     "packages git_commit slurm_job_ids",
     "skipped": "record reason",
+    "cell_time": " ".join(STATS_COLUMNS["cell_time"]),
 }
 COLUMNS["eval_speed"] = COLUMNS["speedup"]
 
@@ -195,6 +196,12 @@ def scenario(kind: str = "range", warnings: bool = True) -> dict[str, list[dict]
              "repeats_max": 3, "commits": "abc123"},
             {"workload": "(all)", "records": 24, "ok": 21, "failed": 1, "unavailable": 2,
              "commits": "abc123"},
+        ],
+        "cell_time": [
+            {"device": "cpu", "cells": 6, "without_breakdown": 0, "median_cell_seconds": 12.5,
+             "median_measurement_share": 0.62, "median_outside_seconds": 4.75,
+             "max_outside_seconds": 5.5, "median_process_start_and_imports_seconds": 2.9,
+             "max_unattributed_seconds": 0.002},
         ],
         "attention": [
             {"status": "failed", "workload": "matmul", "device": "cpu", "error_class": "signal",
@@ -377,6 +384,14 @@ def test_index_links_and_sections(rendered):
     ]
     assert "`matmul` on **cuda** (matmul batch 1): matmul crossover n ≥ 256" in index
     assert "- `image_cnn` on **cuda** at batch size 64: stopped at the maximum" in index
+
+
+def test_cell_time_section(rendered):
+    """Per device, the median share of a cell's wall time that was measurement."""
+    index, _, _ = rendered
+    text = section(index, "Where the cells' time went")
+    assert "([table](tables/cell_time.md))" in text
+    assert "| cpu | 6 | 12.5 | 62% | 4.75 | 5.50 | 2.90 | — |" in text
 
 
 def test_report_imports_no_statistics():

@@ -18,6 +18,7 @@ from .loss_tables import loss_tables, read_references
 from .record_view import Energy, Host, RecordView, Result, view_record
 from .records import RecordError, atomic_write_text, read_record
 from .setups import label_setups
+from .wall_time import PHASES
 
 SETUP_COLUMNS = ["workload", "setups", "split_into", "reason"]
 
@@ -30,6 +31,11 @@ ENERGY_COLUMNS = [
     *(f"energy_{d}_{x}" for d in ENERGY_DOMAINS for x in ("joules", "status")),
     "eval_energy_joules", "eval_energy_status", "idle_watts", "gpu_temp_before_c",
     "gpu_temp_after_c", "gpu_power_limit_before_w", "gpu_power_limit_after_w",
+]  # fmt: skip
+# Where the final attempt's wall time went (the record's wall_time): see _wall_facts.
+WALL_COLUMNS = [
+    "wall_attempt_seconds", "wall_measurement_seconds", "wall_outside_measurement_seconds",
+    "wall_measurement_share", "wall_interrupted", *(f"wall_{p}_seconds" for p in PHASES),
 ]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
@@ -53,7 +59,7 @@ RUN_COLUMNS = [
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
-    "run_seed",
+    "run_seed", *WALL_COLUMNS,
     "record",
 ]  # fmt: skip
 
@@ -203,6 +209,17 @@ def _op_error(op: Mapping) -> float | None:
     return op.get("max_rel_error")
 
 
+def _wall_facts(wall: Mapping) -> dict:
+    """The record's ``wall_time`` (trainbench.wall_time): the final attempt's duration,
+    its measurement and the rest, the phase it was interrupted in, seconds per phase
+    (absent: a phase not reached before a failure; records older than the breakdown
+    have none)."""
+    keys = ("attempt_seconds", "measurement_seconds", "outside_measurement_seconds",
+            "measurement_share", "interrupted")  # fmt: skip
+    facts = {f"wall_{k}": wall.get(k) for k in keys}
+    return facts | {f"wall_{p}_seconds": v for p, v in (wall.get("phases") or {}).items()}
+
+
 def _task_facts(result: Result) -> dict:
     task, settings, memory = result.task, result.settings, result.memory
     return {
@@ -266,6 +283,7 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         "git_commit": env.git_commit,
         "config_hash": env.config_hash,
         "run_seed": env.run_seed,
+        **_wall_facts(r.wall_time),
         "record": source,
     }
     return {column: row.get(column) for column in RUN_COLUMNS}

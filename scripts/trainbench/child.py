@@ -17,6 +17,10 @@ import sys
 import time
 import traceback
 
+# The moment the interpreter reached this module (after the standard library above,
+# before torch): the child's first mark (trainbench.wall_time).
+MODULE_REACHED = time.perf_counter()
+
 
 def _exception_info(exc: BaseException) -> dict:
     return {
@@ -32,7 +36,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     the device's name) as soon as each is known, so a failed run still has them."""
     import torch
 
-    from . import workloads
+    from . import wall_time, workloads
     from .canary import run_canary
     from .context import DeviceUnavailable, make_context
     from .environment import package_versions
@@ -41,16 +45,20 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
 
     t_start = time.perf_counter()
     facts.update(packages=package_versions(), torch_version=torch.__version__)
+    wall_time.mark("imports")
     try:
         ctx = make_context(spec, attempt, facts)
     except DeviceUnavailable as exc:
+        wall_time.mark("device_ready")  # found missing: its initialisation is over
         return {"status": "unavailable", "reason": str(exc), "child_environment": facts}
+    wall_time.mark("device_ready")
     # The test fault silent_numeric_error (nothing otherwise) spans the canary,
     # training and evaluation: the device's math is wrong for the whole run.
     with fault_context(ctx):
         # Before training and outside every timed region; never raises (an error is
         # recorded). A float64 reference (trainbench.reference) has no canary.
-        numerics = None if spec.get("reference") else run_canary(ctx)
+        with wall_time.span("canary"):
+            numerics = None if spec.get("reference") else run_canary(ctx)
         with capture_warnings() as warning_log:
             ctx.warnings = warning_log
             try:
@@ -105,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()
     faulthandler.register(signal.SIGTERM, chain=True)
     watch_launcher()
+    from . import wall_time
     from .records import atomic_write_json
 
+    wall_time.open_marks(result_path + wall_time.MARKS_SUFFIX)
+    wall_time.mark("child_start", MODULE_REACHED)
     with open(spec_path) as fh:
         spec = json.load(fh)
     facts: dict = {}
@@ -117,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         outcome = {"status": "failed", **_exception_info(exc), "child_environment": facts}
         code = 1
+    wall_time.mark("run_end")
     atomic_write_json(result_path, outcome)
+    wall_time.mark("result_written")
     return code
 
 

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import wall_time
 from .cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
 from .child_process import forward_stop_signals, wait_for_child
 from .classify import classify, find_silent_corruption, signal_name
@@ -81,6 +82,7 @@ class ChildRun:
     stdout: str
     stderr: str
     result: dict | None  # the child's result.json; None when absent, unreadable or timed out
+    marks: dict  # the child's wall-time marks, seconds since Popen (trainbench.wall_time)
 
 
 def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> dict:
@@ -123,7 +125,7 @@ def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = No
         str(attempt),
     ]
     started = time.time()
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # the Popen mark: the clock of trainbench.wall_time
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         keep = (watch_read,) + ((lock.fd,) if lock is not None and lock.fd is not None else ())
         try:
@@ -158,6 +160,7 @@ def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = No
         stdout=stdout_path.read_text(errors="replace") if stdout_path.exists() else "",
         stderr=stderr_path.read_text(errors="replace") if stderr_path.exists() else "",
         result=_read_result(result_path) if not timed_out else None,
+        marks=wall_time.read_marks(str(result_path) + wall_time.MARKS_SUFFIX, t0),
     )
 
 
@@ -195,6 +198,7 @@ def _outcome_facts(attempt: int, run: ChildRun) -> dict:
         "signal": signal_name(run.returncode),
         "timed_out": run.timed_out,
         "child_peak_rss_bytes": run.peak_rss_bytes,
+        "wall_time": wall_time.breakdown(run.marks, run.duration, (run.result or {}).get("result")),
     }
 
 
@@ -258,6 +262,7 @@ def _failure_message(spec: dict, info: dict, run: ChildRun) -> str:
 def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike) -> dict:
     """Run every attempt of one cell and write its record. Never raises for a
     failed run: the record says what happened."""
+    entered = time.perf_counter()
     spec = dict(spec)
     spec["faults_allowed"] = bool(spec.get("launcher", {}).get("allow_fault_injection")) or (
         os.environ.get(FAULTS_ENV) == "1"
@@ -280,6 +285,7 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
             if memo and attempts[-1]["status"] == "unavailable":
                 memo.remember(attempts[-1])
         record = build_record(spec, attempts, overrides)
+        record["wall_time"]["launcher"] = wall_time.launcher_facts(entered, attempts)
         log.write(f"record status: {record['status']}\n")
     write_record(output, record)
     return record
@@ -383,6 +389,9 @@ class AvailabilityMemo:
             "signal": None,
             "timed_out": False,
             "child_peak_rss_bytes": None,
+            "wall_time": wall_time.without_child(
+                "the device was found unavailable by an earlier cell"
+            ),
             "status": "unavailable",
             "child": {
                 "status": "unavailable",
@@ -436,8 +445,8 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     if child.get("fallback"):
         label = f"{label}+cpu-fallback"
     slim_attempts = [
-        {k: v for k, v in a.items() if k not in ("child", "child_environment")}
-        | {"status": a["status"]}
+        {k: v for k, v in a.items() if k not in ("child", "child_environment", "wall_time")}
+        | {"status": a["status"], "wall_time": wall_time.slim(a.get("wall_time"))}
         for a in attempts
     ]
     for a in slim_attempts:
@@ -461,5 +470,8 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
         # The numerical canary (trainbench.canary), run before training; absent when the
         # cell never reached its device or the child died.
         "numerics": child.get("numerics"),
+        # Where the final attempt's time went (trainbench.wall_time; its own copy: the
+        # launcher's facts are added to it).
+        "wall_time": dict(final.get("wall_time") or wall_time.without_child("no attempt")),
     }
     return record

@@ -23,6 +23,7 @@ PUBLISHED_TABLES = (
     "warnings",
     "overview",
     "attention",
+    "cell_time",
 )
 
 # The record tables the aggregate rule writes from metrics.json files.

@@ -267,6 +267,7 @@ class RecordView:
     environment: Environment = Environment()
     settings_in_force: Mapping[str, Any] = field(default_factory=dict)
     numerics: Mapping[str, Any] | None = None
+    wall_time: Mapping[str, Any] = field(default_factory=dict)  # trainbench.wall_time
 
 
 def view_record(record: Mapping[str, Any]) -> RecordView:

@@ -59,6 +59,16 @@ RECORD_SCHEMA: dict[str, Any] = {
         "result": {"type": ["object", "null"]},
         "environment": {"type": "object"},
         "spec": {"type": "object"},
+        # Where the final attempt's time went (trainbench.wall_time); absent in records
+        # written before it was measured.
+        "wall_time": {
+            "type": "object",
+            "required": ["attempt_seconds", "phases"],
+            "properties": {
+                "attempt_seconds": {"type": "number", "minimum": 0},
+                "phases": {"type": "object", "additionalProperties": {"type": "number"}},
+            },
+        },
     },
     "allOf": [
         {

@@ -21,6 +21,7 @@ from .published import PUBLISHED_TABLES as PUBLISHED
 from .records import atomic_write_text
 from .report_tables import (
     ATTENTION,
+    CELL_TIME,
     COLLAPSE,
     CROSSOVER,
     ENERGY,
@@ -273,6 +274,8 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "workloads": _workload_sections(t, _links(inputs.get("workload_reports"), output)),
         "tables_csv": _tables(inputs, output, ".csv"),
         "environments": table(t["environments"], ENVIRONMENT),
+        # Devices with a breakdown (records written before it have none).
+        "cell_time": table([r for r in t["cell_time"] if plain_value(r.get("cells"))], CELL_TIME),
     }
     return _write(inputs.get("template"), "report.md.j2", output, context)
 

@@ -230,6 +230,17 @@ ATTENTION = cols(
     ("class", "error_class"), ("cells", "cells", "i"), ("batch sizes", "batch_sizes"),
     ("detail", "detail"),
 )  # fmt: skip
+CELL_TIME = cols(
+    ("device", "device"), ("cells", "cells", "i"), ("cell s (median)", "median_cell_seconds", "n"),
+    ("measurement share", "median_measurement_share", "%"),
+    ("outside s (median)", "median_outside_seconds", "n"), ("outside s (max)", "max_outside_seconds", "n"),
+    ("start + imports s", "median_process_start_and_imports_seconds", "n"),
+    ("device init s", "median_device_initialisation_seconds", "n"),
+    ("data + model s", "median_data_and_model_setup_seconds", "n"),
+    ("bookkeeping s", "median_training_bookkeeping_seconds", "n"),
+    ("analysis s", "median_analysis_seconds", "n"), ("writing s", "median_writing_seconds", "n"),
+    ("exit s", "median_exit_seconds", "n"), ("unattributed s (max)", "max_unattributed_seconds", "n"),
+)  # fmt: skip
 ENVIRONMENT = cols(
     ("host", "host"), ("device", "device"), ("device name", "device_name"), ("CPU", "cpu_model"),
     ("cores", "logical_cores", "i"), ("OS", "os"), ("Python", "python"), ("torch", "torch"),

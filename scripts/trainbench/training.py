@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from . import wall_time
 from .classify import COMPILE_ERROR_NAMES
 from .context import RunContext, check_autocast_kernels
 from .data import batch_size_of, staged_batches
@@ -456,7 +457,8 @@ class TrainingLoop:
                 self.run_epoch(epoch)
             self.calibrate_evaluation()
             self.extend_short_window()
-        result = self.result()
+        with wall_time.span("analysis"):
+            result = self.result()
         return self.parts.finish(result) if self.parts.finish is not None else result
 
     def result(self) -> dict:

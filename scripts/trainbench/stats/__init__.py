@@ -15,7 +15,8 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.memory` — ``memory``, ``collapse``;
 * :mod:`.crossover` — ``crossover``;
 * :mod:`.verdicts` — ``verification``, ``verdicts``;
-* :mod:`.overview` — ``overview``, ``attention``.
+* :mod:`.overview` — ``overview``, ``attention``;
+* :mod:`.cell_time` — ``cell_time`` (where the cells' wall time went, per device).
 
 Every function is pure: pandas in, pandas out, no IO (write the tables with
 :func:`trainbench.tables.write_table`).
@@ -43,6 +44,7 @@ from .accuracy import (
     per_label_table,
     task_table,
 )
+from .cell_time import CELL_TIME_COLUMNS, cell_time_table
 from .crossover import CROSSOVER_COLUMNS, crossover_table
 from .energy import ENERGY_COLUMNS, energy_table
 from .intervals import (
@@ -87,6 +89,7 @@ COLUMNS: dict[str, list[str]] = {
     "warnings": WARNING_COLUMNS,
     "overview": OVERVIEW_COLUMNS,
     "attention": ATTENTION_COLUMNS,
+    "cell_time": CELL_TIME_COLUMNS,
 }
 
 __all__ = [
@@ -139,6 +142,7 @@ def publish(
         out["verification"] = verification_table(runs, training)
         out["overview"] = overview_table(runs, devices, baselines, kinds)
         out["attention"] = attention_table(runs)
+        out["cell_time"] = cell_time_table(runs, devices)
         if pending is not None:
             out.update(pending.result())
     out["repeats"] = repeats_table(runs, out["speedup"], baselines, repeats)

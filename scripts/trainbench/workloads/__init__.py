@@ -118,16 +118,29 @@ def load_entry(entry: str, search_path: Sequence[str | Path] = ()) -> Callable[[
 
 def run(ctx: Any) -> dict:
     """Run the cell's workload: a microbenchmark's own ``run``, or the training loop
-    over the parts the workload's entry builds."""
+    over the parts the workload's entry builds. Marks where the workload's import,
+    its data and model set-up and the loop begin and end (:mod:`trainbench.wall_time`)."""
+    from .. import wall_time
+
+    wall_time.mark("workload_start")
     from ..training import run_training
 
     name, settings = ctx.spec["cell"]["workload"], ctx.workload_settings
     found = info(name, settings)
     if found.kind != "training":
-        return importlib.import_module(found.module).run(ctx)
+        module = importlib.import_module(found.module)
+        wall_time.mark("entry_loaded")
+        wall_time.mark("parts_built")  # a microbenchmark sets up inside its run
+        with wall_time.span("loop"):
+            return module.run(ctx)
     build = load_entry(found.entry, settings.get("python_path") or ["."])
-    if ctx.spec.get("reference"):
-        from ..reference import run_reference
+    wall_time.mark("entry_loaded")
+    parts = build(ctx)
+    wall_time.mark("parts_built")
+    # The loop marks its own analysis (TrainingLoop.run: steady state, windows, summaries).
+    with wall_time.span("loop"):
+        if ctx.spec.get("reference"):
+            from ..reference import run_reference
 
-        return run_reference(build(ctx), ctx)
-    return run_training(build(ctx), ctx)
+            return run_reference(parts, ctx)
+        return run_training(parts, ctx)
