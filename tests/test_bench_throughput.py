@@ -229,3 +229,34 @@ def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):
     summary = {(r["workload"], r["method"], r["variant"]): r for r in results["summary"]}
     assert summary[("image_cnn", "interleaved", "harness")]["over_bare"] > 0
     assert summary[("image_cnn", "interleaved", "bare-aa")]["over_bare"] > 0
+
+
+def test_the_step_overhead_profile_sees_only_the_timed_steps(tmp_path):
+    """benchmarks/step_overhead.py's logic on a tiny CNN: the harness-only functions are
+    those its timed steps call (never the trackers' edge work, such as psutil's /proc
+    scan), every per-step addition is timed, and the Markdown comes from the results."""
+    from trainbench import workloads
+    from trainbench.bench.machine import machine_facts
+    from trainbench.bench.step_overhead import measure_step_overhead
+    from trainbench.bench.step_overhead_report import render_markdown
+    from trainbench.bench.throughput_suite import cell_spec, trainbench_config
+
+    cases = {"image_cnn": {"batch_sizes": [8], "variants": ["harness", "bare"],
+                           "settings": TINY_CNN}}  # fmt: skip
+    suite = load_suite(write_suite(tmp_path, {"name": "t", "device": "cpu", "cases": cases}))
+    config = trainbench_config(suite, "image_cnn")
+    data = str(tmp_path / "data")
+    workloads.get("image_cnn").prepare_data(config["workloads"]["image_cnn"], data, 0)
+    spec = cell_spec(config, "image_cnn", Variant("harness"), 8, data)
+    case = measure_step_overhead(spec, steps=6)
+    functions = [f["function"] for f in case["profile"]["harness_only_functions"]]
+    assert any("train_step" in f for f in functions)
+    assert not any("psutil" in f for f in functions + [
+        f["function"] for f in case["profile"]["harness_per_region_functions"]])  # fmt: skip
+    assert {o["operation"].split(" ")[0] for o in case["operations"]} >= {"data", "loss", "step"}
+    assert case["operations_us_per_step"] == pytest.approx(
+        sum(o["us_per_step"] for o in case["operations"])
+    )
+    case.update(suite="t", date="today")
+    text = render_markdown({"device": "cpu", "machine": machine_facts("cpu"), "cases": [case]})
+    assert f"{case['operations_us_per_step']:.2f} µs per step" in text

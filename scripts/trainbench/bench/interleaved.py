@@ -95,11 +95,14 @@ class BareRunner(Runner):
 
     def __init__(self, name: str, step: Callable[[], int], device) -> None:
         self.name, self.step, self.device = name, step, device
+        self.profiler = None  # benchmarks/step_overhead.py profiles inside the clock
 
     def run(self, steps: int) -> Block:
         start, end = self.device.make_event(), self.device.make_event()
         self.device.synchronize()
         t0 = time.perf_counter()
+        if self.profiler is not None:
+            self.profiler.clock_started("train", t0)
         if start is not None:
             start.record()
         samples = 0
@@ -109,6 +112,8 @@ class BareRunner(Runner):
             end.record()
         self.device.synchronize()
         wall = time.perf_counter() - t0
+        if self.profiler is not None:
+            self.profiler.stop("train", wall)
         events = start.elapsed_time(end) / 1000.0 if start is not None else None
         return Block(self.name, steps, samples, wall, events)
 

@@ -35,20 +35,31 @@ from .interleaved import BareRunner, HarnessRunner
 from .throughput_loops import _bare_step, release_device
 
 
-def _profile(run: Callable[[], object]) -> dict[tuple, tuple[int, float]]:
-    """{(file, line, function): (calls, own seconds)} of one call of ``run``."""
-    profiler = cProfile.Profile()
-    profiler.enable()
-    run()
-    profiler.disable()
-    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    return {key: (int(v[1]), float(v[2])) for key, v in stats.items()}
+class RegionProfiler:
+    """cProfile over exactly a timed region's steps: a tracker (``trainbench.trackers``)
+    enabled when the region's clock starts and disabled when it stops, so the other
+    trackers' edge work (psutil's scan of /proc, energy counters) is not in it; the
+    bare loop's blocks call :meth:`clock_started` and :meth:`stop` around theirs."""
 
+    def __init__(self) -> None:
+        self.profile = cProfile.Profile()
 
-def _merge(into: dict, more: dict) -> None:
-    for key, (calls, seconds) in more.items():
-        c, s = into.get(key, (0, 0.0))
-        into[key] = (c + calls, s + seconds)
+    def start(self, kind: str) -> None:
+        pass
+
+    def clock_started(self, kind: str, t0: float) -> None:
+        self.profile.enable()
+
+    def stop(self, kind: str, seconds: float) -> None:
+        self.profile.disable()
+
+    def summary(self) -> dict:
+        return {}
+
+    def functions(self) -> dict[tuple, tuple[int, float]]:
+        """{(file, line, function): (calls, own seconds)} of every profiled region."""
+        stats = pstats.Stats(self.profile).stats  # type: ignore[attr-defined]
+        return {key: (int(v[1]), float(v[2])) for key, v in stats.items()}
 
 
 def _name(key: tuple) -> str:
@@ -58,11 +69,20 @@ def _name(key: tuple) -> str:
 
 
 def profile_steps(harness: HarnessRunner, bare: BareRunner, steps: int) -> dict:
-    """H B B H blocks of ``steps`` under cProfile; the functions only the harness calls,
-    and every function's calls and own host microseconds per step on either side."""
-    sides: dict[str, dict] = {"harness": {}, "bare": {}}
-    for runner in (harness, bare, bare, harness):
-        _merge(sides[runner.name], _profile(lambda r=runner: r.run(steps)))
+    """H B B H blocks of ``steps``, cProfile on inside each block's clock; the functions
+    only the harness's steps call, and the bare loop's own counterparts, with calls and
+    own host microseconds per step."""
+    profilers = {"harness": RegionProfiler(), "bare": RegionProfiler()}
+    trackers = harness.loop.trackers
+    trackers.insert(len(trackers) - 1, profilers["harness"])  # just inside the step timer
+    bare.profiler = profilers["bare"]
+    try:
+        for runner in (harness, bare, bare, harness):
+            runner.run(steps)
+    finally:
+        trackers.remove(profilers["harness"])
+        bare.profiler = None
+    sides = {name: profiler.functions() for name, profiler in profilers.items()}
     per_step = 2 * steps
     total = {n: sum(s for _, s in side.values()) / per_step * 1e6 for n, side in sides.items()}
 
@@ -79,13 +99,13 @@ def profile_steps(harness: HarnessRunner, bare: BareRunner, steps: int) -> dict:
     return {
         "steps_profiled": per_step,
         "host_us_per_step_under_profiler": total,
-        # Called at least every other step: inside the timed steps.
+        # Inside the timed regions, called at least every other step.
         "harness_only_functions": harness_only,
         "harness_only_us_per_step": sum(row["own_us_per_step"] for row in harness_only),
         # The bare loop's own counterparts (its step closure, its batch generator).
         "bare_only_functions": only("bare", "harness", True),
-        # Called once per block: the region's edges (trackers, progress bar), outside
-        # the region's clock; per step here only to compare.
+        # Inside the timed regions, called less often than every other step (once per
+        # region: the step timer's bookkeeping; per step here only to compare).
         "harness_per_region_functions": only("harness", "bare", False),
     }
 

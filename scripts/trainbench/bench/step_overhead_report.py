@@ -38,8 +38,8 @@ def _case_lines(case: dict) -> list[str]:
               "|---|---|---|", *_function_rows(profile.get("bare_only_functions", []))]  # fmt: skip
     edges = profile.get("harness_per_region_functions", [])
     if edges:
-        lines += ["", "At the harness's region edges (once per block, outside its clock; per "
-                  "step only to compare): " + ", ".join(
+        lines += ["", "Inside the harness's regions, less often than every other step (per "
+                  "region; per step only to compare): " + ", ".join(
                       f"`{r['function']}` {r['own_us_per_step']:.2f} µs" for r in edges[:6])]  # fmt: skip
     return lines + [""]
 
