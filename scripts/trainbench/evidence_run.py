@@ -8,8 +8,10 @@ Parts, in order (``PARTS="smoke text"`` runs some; each fits one 10-minute slot)
   ``gpu-retrieval.yaml``, ``gpu-text.yaml``, cpu against cuda, through the workflow
   itself (``snakemake --cores all``), then their report, tables, figures and records
   into ``docs/measured/<run_name>/``;
-* ``throughput`` — ``benchmarks/throughput.py benchmarks/suites/cuda.yaml`` (harness ÷
-  bare loop, harness ÷ Hugging Face Trainer, clock against CUDA events), results in
+* ``throughput`` — ``benchmarks/step_overhead.py`` (what the harness adds per step at
+  two launch-bound sizes) and ``benchmarks/throughput.py benchmarks/suites/cuda.yaml``
+  (harness ÷ bare loop interleaved with its A/A floor, harness ÷ Hugging Face Trainer,
+  clock against CUDA events), results in
   ``benchmarks/results/``, provenance in ``docs/measured/cuda-throughput/``;
 * ``canary`` — ``benchmarks/canary_cost.py`` on CUDA in float32, TF32, bf16 and fp16,
   provenance in ``docs/measured/cuda-canary/``.
@@ -53,7 +55,20 @@ PARTS: dict[str, ConfigPart | BenchPart] = {
     "text": ConfigPart("configs/gpu-text.yaml"),
     "throughput": BenchPart(
         "cuda-throughput",
-        (("benchmarks/throughput.py", "benchmarks/suites/cuda.yaml"),),
+        (
+            # What the harness adds per step at two launch-bound sizes (profile, costs).
+            (
+                "benchmarks/step_overhead.py",
+                "benchmarks/suites/cuda.yaml",
+                "image_cnn",
+                "32",
+                "two_tower",
+                "64",
+                "--steps",
+                "30",
+            ),  # fmt: skip
+            ("benchmarks/throughput.py", "benchmarks/suites/cuda.yaml"),
+        ),
         ("benchmarks/suites/cuda.yaml",),
         ("text_multilabel", "image_cnn", "clip", "two_tower"),
     ),
