@@ -87,12 +87,23 @@ FAULT_CASES = {
 }
 
 
+# Both ways a child starts (trainbench.fork_server): each attempt its own process.
+START_METHODS = ["spawn", "fork_server"]
+
+
+def started(method: str, **overrides) -> dict:
+    config = tiny_config(**overrides)
+    config["launcher"]["start_method"] = method
+    return config
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("start", START_METHODS)
 @pytest.mark.parametrize("fault", list(FAULT_CASES))
-def test_fault_is_recorded_as_classified_failure(tmp_path, cnn_data, fault):
+def test_fault_is_recorded_as_classified_failure(tmp_path, cnn_data, fault, start):
     cell, error_class, exception, signal = FAULT_CASES[fault]
     config = with_faults(
-        tiny_config(), {"workload": cell.workload, "device": cell.device, "fault": fault}
+        started(start), {"workload": cell.workload, "device": cell.device, "fault": fault}
     )
     spec = make_spec(config, cell, data_for(cell, cnn_data))
     assert spec["faults"] == [{"workload": cell.workload, "device": cell.device, "fault": fault}]
@@ -110,6 +121,7 @@ def test_fault_is_recorded_as_classified_failure(tmp_path, cnn_data, fault):
     assert attempt["error"]["class"] == error_class
     assert attempt["timed_out"] is False
     assert attempt["signal"] == signal
+    assert attempt["start"]["method"] == start
     if signal is not None:
         # A native death: no Python exception, the message names the signal.
         assert attempt["returncode"] < 0
@@ -163,8 +175,9 @@ def test_silent_corruption_fails_a_finished_run(tmp_path, cnn_data):
 
 
 @pytest.mark.slow
-def test_hang_is_killed_at_the_workload_timeout(tmp_path):
-    config = with_faults(tiny_config(), {"workload": "matmul", "device": "cpu", "fault": "hang"})
+@pytest.mark.parametrize("start", START_METHODS)
+def test_hang_is_killed_at_the_workload_timeout(tmp_path, start):
+    config = with_faults(started(start), {"workload": "matmul", "device": "cpu", "fault": "hang"})
     config["launcher"]["timeout_s"] = 120
     config["workloads"]["matmul"]["timeout_s"] = 8  # the workload's timeout wins
     spec = make_spec(config, MATMUL_CPU)
@@ -177,7 +190,8 @@ def test_hang_is_killed_at_the_workload_timeout(tmp_path):
     assert "8 s timeout" in record["error"]["message"]
     attempt = record["attempts"][0]
     assert attempt["timed_out"] is True
-    assert 8 <= attempt["duration_s"] < 8 + 10
+    # The timeout counts from the child's start (not a fork server's start-up).
+    assert 8 <= attempt["duration_s"] - attempt["start"]["wait_s"] < 8 + 10
     # SIGTERM reaches the child first; faulthandler dumps where it hung.
     assert "faults.py" in record["error"]["stderr_tail"]
     assert "(timed out)" in log
@@ -266,9 +280,11 @@ def test_faults_need_the_config_switch_or_the_test_variable(tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-def test_ok_training_record(tmp_path, cnn_data):
-    spec = make_spec(tiny_config(), CNN_CPU, cnn_data)
+@pytest.mark.parametrize("start", START_METHODS)
+def test_ok_training_record(tmp_path, cnn_data, start):
+    spec = make_spec(started(start), CNN_CPU, cnn_data)
     record, log = launch(tmp_path, spec)
+    assert record["attempts"][0]["start"]["method"] == start
 
     assert record["status"] == "ok", record.get("error")
     assert record["error"] is None and record["reason"] is None

@@ -36,6 +36,7 @@ ENERGY_COLUMNS = [
 WALL_COLUMNS = [
     "wall_attempt_seconds", "wall_measurement_seconds", "wall_outside_measurement_seconds",
     "wall_measurement_share", "wall_interrupted", *(f"wall_{p}_seconds" for p in PHASES),
+    "start_method", "start_server", "start_server_startup_seconds",
 ]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
@@ -220,6 +221,20 @@ def _wall_facts(wall: Mapping) -> dict:
     return facts | {f"wall_{p}_seconds": v for p, v in (wall.get("phases") or {}).items()}
 
 
+def _start_facts(attempts: list) -> dict:
+    """How the final attempt's child started (trainbench.fork_server): ``fork_server``
+    or ``spawn``; the server (host:pid:start time, one per run and environment) and its
+    own start-up seconds (the imports its children did not pay)."""
+    start = (attempts[-1].get("start") if attempts else None) or {}
+    server = start.get("server") or {}
+    key = f"{server.get('pid')}:{server.get('started_unix')}" if server else None
+    return {
+        "start_method": start.get("method"),
+        "start_server": key,
+        "start_server_startup_seconds": server.get("startup_s"),
+    }
+
+
 def _task_facts(result: Result) -> dict:
     task, settings, memory = result.task, result.settings, result.memory
     return {
@@ -284,6 +299,7 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         "config_hash": env.config_hash,
         "run_seed": env.run_seed,
         **_wall_facts(r.wall_time),
+        **_start_facts(r.attempts),
         "record": source,
     }
     return {column: row.get(column) for column in RUN_COLUMNS}

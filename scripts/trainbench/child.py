@@ -134,6 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def main_forked(argv: list[str]) -> int:
+    """:func:`main` in a child forked by :mod:`trainbench.fork_server`: its first mark
+    is the fork, not this module's import (done in the server long before), and the
+    exit handlers run as at a normal exit (DataLoader workers are stopped)."""
+    global MODULE_REACHED
+    MODULE_REACHED = time.perf_counter()
+    code = main(argv)
+    atexit._run_exitfuncs()
+    return code
+
+
 def _skip_teardown(exit_code: list[int]) -> None:
     """The last exit handler: flush and leave without the interpreter's teardown.
 

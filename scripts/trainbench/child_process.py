@@ -20,31 +20,62 @@ import time
 TERM_GRACE_S = 5.0
 
 
-def wait_for_child(proc: subprocess.Popen, timeout: float) -> tuple[int, bool, int | None]:
-    """Wait for the child; kill its process group past the timeout, or when this
-    launcher's own parent (Snakemake) dies: a launcher re-parented after a
-    ``kill -9`` of Snakemake must not time a cell beside the next run's cells.
-    Returns (returncode, timed_out, child's peak RSS in bytes from wait4)."""
+class SpawnedChild:
+    """A child started with ``subprocess.Popen``: ``pid``, ``poll_exit`` and ``wait``
+    (the same face as :class:`trainbench.fork_server.ForkedChild`)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.pid = proc, proc.pid
+        self.maxrss: int | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def poll_exit(self) -> tuple[int, int | None] | None:
+        """(exit code as Popen gives it, peak RSS in bytes from wait4) once it has
+        ended, else None."""
+        if self.proc.returncode is None:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+            if pid != self.pid:
+                return None
+            self.proc.returncode = os.waitstatus_to_exitcode(status)
+            rss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
+            self.maxrss = int(rss)
+        return self.proc.returncode, self.maxrss
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll_exit() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.proc.args, timeout)
+            time.sleep(0.02)
+        return self.proc.returncode
+
+
+def wait_for_child(child, timeout: float) -> tuple[int, bool, int | None]:
+    """Wait for the child (a :class:`SpawnedChild` or a forked one); kill its process
+    group past the timeout, or when this launcher's own parent (Snakemake) dies: a
+    launcher re-parented after a ``kill -9`` of Snakemake must not time a cell beside
+    the next run's cells. Returns (returncode, timed_out, child's peak RSS in bytes)."""
     deadline = time.monotonic() + timeout
     timed_out = False
     sent_term_at = None
     parent = os.getppid()
     while True:
         if os.getppid() != parent:
-            _stop_child(proc)
+            _stop_child(child)
             raise CellInterrupted("the launcher's parent (Snakemake) is gone")
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid == proc.pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            rss = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-            return proc.returncode, timed_out, int(rss)
+        ended = child.poll_exit()
+        if ended is not None:
+            return ended[0], timed_out, ended[1]
         now = time.monotonic()
         if not timed_out and now > deadline:
             timed_out = True
             sent_term_at = now
-            _signal_group(proc, signal.SIGTERM)
+            _signal_group(child, signal.SIGTERM)
         elif timed_out and now - sent_term_at > TERM_GRACE_S:
-            _signal_group(proc, signal.SIGKILL)
+            _signal_group(child, signal.SIGKILL)
         time.sleep(0.05)
 
 
@@ -53,7 +84,7 @@ class CellInterrupted(BaseException):
 
 
 @contextlib.contextmanager
-def forward_stop_signals(proc: subprocess.Popen):
+def forward_stop_signals(proc):
     """The child runs in its own process group (so a kill can take all of it, and a
     terminal's Ctrl-C does not reach it directly). When Snakemake stops this job,
     stop the child's group too instead of leaving it running as an orphan that
@@ -73,7 +104,7 @@ def forward_stop_signals(proc: subprocess.Popen):
             signal.signal(sig, handler)
 
 
-def _stop_child(proc: subprocess.Popen) -> None:
+def _stop_child(proc) -> None:
     _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(timeout=TERM_GRACE_S)
@@ -81,6 +112,6 @@ def _stop_child(proc: subprocess.Popen) -> None:
         _signal_group(proc, signal.SIGKILL)
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(proc, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)

@@ -15,6 +15,7 @@ import torch only to find the device missing again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,9 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import wall_time
+from . import fork_server, wall_time
 from .cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
-from .child_process import forward_stop_signals, wait_for_child
+from .child_process import SpawnedChild, forward_stop_signals, wait_for_child
 from .classify import classify, find_silent_corruption, signal_name
 from .config import FAULTS_ENV
 from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
@@ -83,6 +84,7 @@ class ChildRun:
     stderr: str
     result: dict | None  # the child's result.json; None when absent, unreadable or timed out
     marks: dict  # the child's wall-time marks, seconds since Popen (trainbench.wall_time)
+    start: dict  # how the child started: method (fork_server or spawn), why, the server
 
 
 def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> dict:
@@ -105,48 +107,92 @@ def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> 
     return _failed_outcome(outcome, spec, child or {}, run, tail)
 
 
+def start_method(spec: dict) -> tuple[str, dict | None, str]:
+    """How this attempt's child starts: ``("fork_server", owner, why)`` or
+    ``("spawn", None, why)``. ``auto`` forks from a pre-imported server on Linux under
+    a local Snakemake run (the server lives as long as that run); a cluster job, a
+    launcher outside Snakemake, macOS and Windows spawn (trainbench.fork_server)."""
+    asked = spec["launcher"].get("start_method", "auto")
+    if asked == "spawn":
+        return "spawn", None, "launcher.start_method is spawn"
+    if not sys.platform.startswith("linux"):
+        return "spawn", None, f"fork is unsafe or unavailable on {sys.platform}"
+    owner = _snakemake_run()
+    if asked == "auto":
+        if "SLURM_JOB_ID" in os.environ:
+            return "spawn", None, "a cluster job runs one cell: no later cell shares a server"
+        if owner is None:
+            return "spawn", None, "not under a local Snakemake run: no run to share a server"
+        return "fork_server", owner, "auto: Linux, under a local Snakemake run"
+    if owner is None:  # asked for by name outside Snakemake: the server lives with us
+        import psutil
+
+        owner = {"pid": os.getpid(), "started": psutil.Process().create_time()}
+    return "fork_server", owner, "launcher.start_method is fork_server"
+
+
+def _start_child(spec: dict, env: dict, argv: list[str], fds: dict[str, int], lock):
+    """The attempt's child, forked by the run's server or spawned; with how it
+    started (the record's ``start``)."""
+    method, owner, why = start_method(spec)
+    if method == "fork_server":
+        try:
+            try:
+                path = fork_server.ensure_server(env, owner)
+                child = fork_server.fork_child(path, argv, env, fds)
+            except fork_server.StaleSocket:
+                # A socket whose server is gone (killed): start a fresh server, once.
+                with contextlib.suppress(OSError):
+                    fork_server.socket_path(env, owner).unlink()
+                path = fork_server.ensure_server(env, owner)
+                child = fork_server.fork_child(path, argv, env, fds)
+            return child, {"method": "fork_server", "why": why, "server": child.server}
+        except fork_server.ForkServerUnavailable as exc:
+            why = f"fork server unavailable, spawned instead: {exc}"
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", "-m", *argv],
+        stdout=fds["stdout"],
+        stderr=fds["stderr"],
+        env=env,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        pass_fds=tuple(fd for name, fd in fds.items() if name in ("watchdog", "lock")),
+        preexec_fn=child_guard(os.getpid()),
+    )
+    return SpawnedChild(proc), {"method": "spawn", "why": why}
+
+
 def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = None) -> ChildRun:
-    """Start ``python -m trainbench.child`` on ``spec`` in its own process group, with
-    the attempt's files in ``folder``, and wait for it (the launcher's timeout)."""
+    """Start ``python -m trainbench.child`` on ``spec`` in its own process group (forked
+    by the run's pre-imported server, or spawned), with the attempt's files in
+    ``folder``, and wait for it (the launcher's timeout)."""
     env, _ = child_environment(spec)
     watch_read, watch_write = os.pipe()
     env[WATCHDOG_FD_VARIABLE] = str(watch_read)
     spec_path, result_path = folder / "spec.json", folder / "result.json"
     stdout_path, stderr_path = folder / "stdout.txt", folder / "stderr.txt"
     spec_path.write_text(json.dumps(spec))
-    cmd = [
-        sys.executable,
-        "-X",
-        "faulthandler",
-        "-m",
-        "trainbench.child",
-        str(spec_path),
-        str(result_path),
-        str(attempt),
-    ]
+    argv = ["trainbench.child", str(spec_path), str(result_path), str(attempt)]
     started = time.time()
-    t0 = time.perf_counter()  # the Popen mark: the clock of trainbench.wall_time
+    # The Popen mark, the clock of trainbench.wall_time: a fork server's start-up, when
+    # this attempt waits for one, counts with its process start and imports.
+    t0 = time.perf_counter()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        keep = (watch_read,) + ((lock.fd,) if lock is not None and lock.fd is not None else ())
+        fds = {"stdout": out.fileno(), "stderr": err.fileno(), "watchdog": watch_read}
+        if lock is not None and lock.fd is not None:
+            fds["lock"] = lock.fd
         try:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=err,
-                env=env,
-                start_new_session=True,
-                stdin=subprocess.DEVNULL,
-                pass_fds=keep,
-                preexec_fn=child_guard(os.getpid()),
-            )
+            child, start = _start_child(spec, env, argv, fds, lock)
         finally:
             os.close(watch_read)
+        # Until the child existed: a server's start-up when this attempt waited for it.
+        start["wait_s"] = time.perf_counter() - t0
         if lock is not None:
-            lock.set_child(proc.pid)
+            lock.set_child(child.pid)
         try:
-            with forward_stop_signals(proc):
+            with forward_stop_signals(child):
                 returncode, timed_out, child_rss = wait_for_child(
-                    proc, float(spec["launcher"]["timeout_s"])
+                    child, float(spec["launcher"]["timeout_s"])
                 )
         finally:
             os.close(watch_write)
@@ -161,6 +207,7 @@ def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = No
         stderr=stderr_path.read_text(errors="replace") if stderr_path.exists() else "",
         result=_read_result(result_path) if not timed_out else None,
         marks=wall_time.read_marks(str(result_path) + wall_time.MARKS_SUFFIX, t0),
+        start=start,
     )
 
 
@@ -198,6 +245,7 @@ def _outcome_facts(attempt: int, run: ChildRun) -> dict:
         "signal": signal_name(run.returncode),
         "timed_out": run.timed_out,
         "child_peak_rss_bytes": run.peak_rss_bytes,
+        "start": run.start,
         "wall_time": wall_time.breakdown(run.marks, run.duration, (run.result or {}).get("result")),
     }
 

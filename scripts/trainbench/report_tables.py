@@ -240,6 +240,7 @@ CELL_TIME = cols(
     ("bookkeeping s", "median_training_bookkeeping_seconds", "n"),
     ("analysis s", "median_analysis_seconds", "n"), ("writing s", "median_writing_seconds", "n"),
     ("exit s", "median_exit_seconds", "n"), ("unattributed s (max)", "max_unattributed_seconds", "n"),
+    ("forked", "forked_cells", "i"), ("server start-up s (once)", "server_startup_seconds", "n"),
 )  # fmt: skip
 ENVIRONMENT = cols(
     ("host", "host"), ("device", "device"), ("device name", "device_name"), ("CPU", "cpu_model"),

@@ -17,7 +17,12 @@ bookkeeping, analysis, writing, exit, unattributed) is the cost of measuring.
   measurement: the median and the largest;
 * ``median_<phase>_seconds`` — the median of each phase outside measurement (medians
   of parts need not add up to the median of the whole);
-* ``max_unattributed_seconds`` — the largest time a cell's phases left unattributed.
+* ``max_unattributed_seconds`` — the largest time a cell's phases left unattributed;
+* ``forked_cells`` — cells whose child was forked from the run's pre-imported server
+  (trainbench.fork_server), the rest spawned; ``server_startup_seconds`` — the
+  start-up (imports, the first optimizer's one-time work) of every server those cells
+  came from, summed over servers: paid once per run, not per cell, and counted in the
+  ``process_start_and_imports`` of the one cell that waited for it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ CELL_TIME_COLUMNS = [
     "device", "cells", "without_breakdown", "median_cell_seconds", "median_measurement_share",
     "median_outside_seconds", "max_outside_seconds",
     *(f"median_{p}_seconds" for p in OUTSIDE_PHASES), "max_unattributed_seconds",
+    "forked_cells", "server_startup_seconds",
 ]  # fmt: skip
 
 
@@ -65,5 +71,19 @@ def cell_time_table(
         }
         for phase in OUTSIDE_PHASES:
             row[f"median_{phase}_seconds"] = fr.num(g, f"wall_{phase}_seconds").median()
+        row.update(_servers(g))
         rows.append(row)
     return fr.frame(rows, CELL_TIME_COLUMNS)
+
+
+def _servers(g: pd.DataFrame) -> dict:
+    """How many of the cells were forked, and the start-up their servers paid once."""
+    if "start_method" not in g:
+        return {"forked_cells": 0, "server_startup_seconds": None}
+    forked = g[g["start_method"] == "fork_server"]
+    servers = forked.drop_duplicates(subset=["host", "start_server"])
+    startup = fr.num(servers, "start_server_startup_seconds")
+    return {
+        "forked_cells": len(forked),
+        "server_startup_seconds": startup.sum() if startup.notna().any() else None,
+    }

@@ -1,0 +1,431 @@
+"""A pre-imported parent that forks each cell's child: imports paid once per run.
+
+Starting a cell's child costs more than many a cell measures: ``import torch`` and the
+workloads' libraries (3-9 s on a GPU host), then, once per process, the lazy import
+that building the first optimizer triggers inside torch (``torch._dynamo``: 2-6 s).
+The fork server pays them once per Snakemake run: a process that imports torch, every
+bundled workload and its libraries, builds one optimizer on a CPU tensor, freezes its
+heap (``gc.freeze``) and then forks one child per cell attempt.
+
+Isolation is the spawn path's: every attempt is still its own process, in its own
+process group and session, with the launcher's stdout, stderr, watchdog pipe and cell
+lock (passed over the socket, SCM_RIGHTS) and the exact environment the launcher
+computed. A segfault, abort, OOM kill or CUDA error ends that child alone; the server
+reports its wait status and peak RSS to the launcher, which classifies it as it would
+a spawned child's.
+
+What makes fork safe here: the server never touches a device (no CUDA call, no MPS; it
+checks ``torch.cuda.is_initialized()`` is false after its imports), runs no parallel
+CPU work (no OpenMP pool exists to be lost in the fork), starts no thread, and only
+serves children whose environment, as far as it can have been read at import time,
+equals its own: the socket's name holds a hash of that environment, so a cell with
+other variables gets (or starts) its own server. It runs only on Linux; elsewhere
+(macOS, where fork after Apple's frameworks load is unsafe, and Windows) every cell is
+spawned. It lives as long as its owner (the Snakemake run, else the launcher's
+process) and stops, with any child it still has, when the owner is gone.
+
+Protocol, one connection per attempt: the launcher sends an 8-byte length with the
+file descriptors, then a JSON request (argv, env, cwd); the server answers one JSON line
+``{"pid": ..., "server": {...}}`` after the fork and one ``{"status": ..., "maxrss": ...}``
+when the child has been reaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import gc
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+# Variables that differ between two launchers of one run and that nothing reads at
+# import time: they are set in each child, never part of the server's key. Every other
+# variable is: a cell whose environment differs in any of them gets its own server.
+PER_ATTEMPT_VARIABLES = ("TRAINBENCH_WATCHDOG_FD", "PYTEST_CURRENT_TEST")
+# The descriptors a request may carry (the cell lock is optional).
+DESCRIPTORS = ("stdout", "stderr", "watchdog", "lock")
+# Seconds a launcher waits for a server it started to be ready (its imports).
+START_TIMEOUT_S = 300.0
+UNIX_PATH_MAX = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+
+
+class ForkServerUnavailable(RuntimeError):
+    """No fork server for this attempt (said why); the launcher spawns the child."""
+
+
+class StaleSocket(ForkServerUnavailable):
+    """A socket left by a server that is gone: start a fresh one."""
+
+
+# -- the server ---------------------------------------------------------------------
+
+
+def preimport() -> dict:
+    """Import what every cell's child imports and do the one-time work of building a
+    first optimizer, on no device. Returns what was imported and how long it took."""
+    timings: dict[str, float] = {}
+    missing: dict[str, str] = {}
+
+    def timed(name: str, action) -> None:
+        t0 = time.perf_counter()
+        try:
+            action()
+        except Exception as exc:  # an optional library: its cells import it themselves
+            missing[name] = f"{type(exc).__name__}: {exc}"[:200]
+        timings[name] = round(time.perf_counter() - t0, 4)
+
+    import importlib
+
+    timed("torch", lambda: importlib.import_module("torch"))
+    import torch
+
+    from .workloads import WORKLOADS
+
+    for module in (
+        "trainbench.child",
+        "trainbench.canary",
+        "trainbench.context",
+        "trainbench.trackers",
+        "trainbench.numeric_fault",
+        "trainbench.training",
+    ):
+        timed(module, lambda m=module: importlib.import_module(m))
+    for info in WORKLOADS.values():
+        timed(info.module, lambda m=info.module: importlib.import_module(m))
+    for module in ("trainbench.workloads.text_multilabel_model", "sklearn.metrics"):
+        timed(module, lambda m=module: importlib.import_module(m))
+    timed("transformers tokenizers", _touch_transformers)
+    # torch imports torch._dynamo the first time an optimizer gets a parameter group.
+    timed("first optimizer", _first_optimizer)
+    if torch.cuda.is_initialized():  # pragma: no cover - a library touched CUDA
+        raise RuntimeError("CUDA was initialised while pre-importing: forking is unsafe")
+    return {"seconds": timings, "not_imported": missing}
+
+
+def _touch_transformers() -> None:
+    from transformers import AutoTokenizer, DistilBertConfig, PreTrainedTokenizerFast
+
+    del AutoTokenizer, DistilBertConfig, PreTrainedTokenizerFast
+
+
+def _first_optimizer() -> None:
+    import torch
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    torch.optim.SGD([param], lr=0.1)
+    torch.optim.AdamW([param], lr=0.1)
+
+
+def _owner_alive(pid: int, started: float | None) -> bool:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return started is None or abs(proc.create_time() - started) < 1.0
+    except psutil.Error:
+        return False
+
+
+def _recv_exact(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the launcher closed the connection mid-request")
+        data += chunk
+    return data
+
+
+def _send_line(conn: socket.socket, message: dict) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall((json.dumps(message) + "\n").encode())
+
+
+class Server:
+    """The accept loop: one fork per request, reaping children as SIGCHLD arrives."""
+
+    def __init__(self, path: str, owner_pid: int, owner_started: float | None):
+        self.path, self.owner_pid, self.owner_started = path, owner_pid, owner_started
+        self.children: dict[int, socket.socket] = {}
+        self.served = 0
+        self.facts: dict = {}
+
+    def serve(self) -> None:
+        t0 = time.perf_counter()
+        started = time.time()
+        imported = preimport()
+        gc.collect()
+        gc.freeze()  # the children's collections never walk (and so never copy) these pages
+        self.facts = {
+            "pid": os.getpid(),
+            "started_unix": started,
+            "startup_s": round(time.perf_counter() - t0, 4),
+            "preimported": imported,
+        }
+        print(json.dumps({"ready": self.facts}), flush=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        temporary = f"{self.path}.{os.getpid()}.tmp"
+        listener.bind(temporary)
+        listener.listen(64)
+        os.rename(temporary, self.path)  # the path appears only once it accepts
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        signal.set_wakeup_fd(wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        try:
+            self._loop(listener, wake_read)
+        finally:
+            for leftover in (self.path, self.path[: -len(".sock")] + ".lock"):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
+            for pid in self.children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+
+    def _loop(self, listener: socket.socket, wake_read: int) -> None:
+        last_owner_check = 0.0
+        while True:
+            ready, _, _ = select.select([listener, wake_read], [], [], 1.0)
+            if wake_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_read, 4096)
+            if listener in ready:
+                conn, _ = listener.accept()
+                self._start_child(conn, listener, wake_read)
+            self._reap()
+            now = time.monotonic()
+            if now - last_owner_check > 1.0:
+                last_owner_check = now
+                if not _owner_alive(self.owner_pid, self.owner_started):
+                    print("owner gone: stopping", flush=True)
+                    return
+
+    def _start_child(self, conn: socket.socket, listener: socket.socket, wake_read: int) -> None:
+        conn.settimeout(30)
+        try:
+            header, fds, _, _ = socket.recv_fds(conn, 8, len(DESCRIPTORS))
+            (size,) = struct.unpack("!Q", header)
+            request = json.loads(_recv_exact(conn, size))
+        except (OSError, ValueError, ConnectionError, struct.error) as exc:
+            print(f"bad request: {exc}", flush=True)
+            conn.close()
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the cell's child: never returns
+            listener.close()
+            conn.close()
+            for other in self.children.values():
+                other.close()
+            _become_child(request, dict(zip(request["descriptors"], fds, strict=True)), wake_read)
+        for fd in fds:
+            os.close(fd)
+        self.served += 1
+        self.children[pid] = conn
+        _send_line(conn, {"pid": pid, "server": {**self.facts, "cells_served": self.served}})
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                _send_line(conn, {"status": status, "maxrss": usage.ru_maxrss * 1024})
+                conn.close()
+
+
+def _become_child(request: dict, fds: dict[str, int], wake_read: int) -> None:
+    """In the forked child: take the launcher's descriptors, environment and folder,
+    then run trainbench.child's main as ``python -m trainbench.child`` would."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(wake_read)
+        os.setsid()  # its own session and process group, as start_new_session gives
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            from .cell_lock import PR_SET_PDEATHSIG
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fds["stdout"], 1)
+        os.dup2(fds["stderr"], 2)
+        for fd in (null, fds["stdout"], fds["stderr"]):
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ["TRAINBENCH_WATCHDOG_FD"] = str(fds["watchdog"])
+        sys.path[0] = request["cwd"]
+        sys.argv = ["-m", *request["argv"]]
+        from . import child
+
+        code = child.main_forked(request["argv"][1:])
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--owner", type=int, required=True)
+    parser.add_argument("--owner-started", type=float, default=None)
+    args = parser.parse_args(argv)
+    Server(args.socket, args.owner, args.owner_started).serve()
+    return 0
+
+
+# -- the launcher's side -------------------------------------------------------------
+
+
+def server_key(env: dict) -> str:
+    """What a server's children may differ in: nothing but the per-attempt variables."""
+    fixed = {k: v for k, v in env.items() if k not in PER_ATTEMPT_VARIABLES}
+    payload = json.dumps([sys.executable, sorted(fixed.items())]).encode()
+    return hashlib.sha256(payload).hexdigest()[:16]
+
+
+def socket_path(env: dict, owner: dict) -> Path:
+    folder = Path(tempfile.gettempdir()) / f"trainbench-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    name = f"fs-{owner['pid']}-{int(owner.get('started') or 0)}-{server_key(env)}.sock"
+    path = folder / name
+    if len(str(path)) > UNIX_PATH_MAX:
+        raise ForkServerUnavailable(f"socket path too long for AF_UNIX: {path}")
+    return path
+
+
+def ensure_server(env: dict, owner: dict, timeout: float = START_TIMEOUT_S) -> Path:
+    """The socket of this owner's server for ``env``, started here when absent (one
+    launcher starts it, under a lock; the others wait for it)."""
+    path = socket_path(env, owner)
+    if path.exists():
+        return path
+    if not _owner_alive(int(owner["pid"]), owner.get("started")):
+        raise ForkServerUnavailable(f"the run's process {owner['pid']} is not alive to own one")
+    log_path = path.with_suffix(".log")
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return path
+        command = [sys.executable, "-X", "faulthandler", "-m", "trainbench.fork_server"]
+        command += ["--socket", str(path), "--owner", str(owner["pid"])]
+        if owner.get("started"):
+            command += ["--owner-started", repr(owner["started"])]
+        with open(log_path, "ab") as log:
+            server = subprocess.Popen(
+                command,
+                env={k: v for k, v in env.items() if k not in PER_ATTEMPT_VARIABLES},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if server.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-600:]
+                raise ForkServerUnavailable(f"the fork server exited ({server.returncode}): {tail}")
+            if time.monotonic() > deadline:
+                server.kill()
+                raise ForkServerUnavailable(f"the fork server was not ready in {timeout:.0f} s")
+            time.sleep(0.02)
+    return path
+
+
+class ForkedChild:
+    """A child the server forked: ``pid`` (its process group), ``poll_exit`` and
+    ``wait`` as the launcher uses a spawned child's."""
+
+    def __init__(self, conn: socket.socket, pid: int, server: dict):
+        self.conn, self.pid, self.server = conn, pid, server
+        self.returncode: int | None = None
+        self.maxrss: int | None = None
+        self._buffer = b""
+
+    def poll_exit(self) -> tuple[int, int | None] | None:
+        """(exit code as Popen gives it, peak RSS in bytes) once reaped, else None."""
+        if self.returncode is not None:
+            return self.returncode, self.maxrss
+        ready, _, _ = select.select([self.conn], [], [], 0)
+        if not ready:
+            return None
+        chunk = self.conn.recv(4096)
+        self._buffer += chunk
+        if b"\n" in self._buffer:
+            report = json.loads(self._buffer.split(b"\n", 1)[0])
+            self.returncode = os.waitstatus_to_exitcode(report["status"])
+            self.maxrss = report.get("maxrss")
+        elif not chunk:  # the server is gone; its children die with it (PDEATHSIG)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self.returncode = -signal.SIGKILL
+        if self.returncode is not None:
+            self.conn.close()
+            return self.returncode, self.maxrss
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll_exit() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["forked child", str(self.pid)], timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
+def fork_child(path: Path, argv: list[str], env: dict, fds: dict[str, int]) -> ForkedChild:
+    """Ask the server at ``path`` for a child running ``python -m`` ``argv``."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+        names = [name for name in DESCRIPTORS if name in fds]
+        request = {"argv": argv, "env": env, "cwd": os.getcwd(), "descriptors": names}
+        payload = json.dumps(request).encode()
+        socket.send_fds(conn, [struct.pack("!Q", len(payload))], [fds[n] for n in names])
+        conn.sendall(payload)
+        conn.settimeout(60)
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = conn.recv(1)
+            if not chunk:
+                raise ForkServerUnavailable("the fork server closed the connection before forking")
+            line += chunk
+        conn.settimeout(None)
+    except (ConnectionRefusedError, FileNotFoundError) as exc:
+        conn.close()
+        raise StaleSocket(f"no fork server at {path}: {exc}") from exc
+    except OSError as exc:
+        conn.close()
+        raise ForkServerUnavailable(f"the fork server at {path} failed: {exc}") from exc
+    reply = json.loads(line)
+    return ForkedChild(conn, int(reply["pid"]), reply["server"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
