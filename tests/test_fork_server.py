@@ -65,3 +65,40 @@ def test_the_server_stops_with_its_owner_and_a_stale_socket_is_replaced():
         assert not path.exists() and not path.with_suffix(".lock").exists()
     finally:
         owner_proc.kill()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
+def test_a_server_whose_imports_left_cuda_unusable_in_a_fork_refuses_to_serve(monkeypatch):
+    """torch marks a fork bad once the parent asked the CUDA runtime anything (a library
+    calling torch.cuda.is_available() at import, on a CUDA build): the server finds out
+    with one test fork and stops before serving, so every cell is spawned."""
+    import torch
+
+    fork_server.check_fork_is_clean()  # this process never asked CUDA
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    with pytest.raises(RuntimeError, match="could not use CUDA"):
+        fork_server.check_fork_is_clean()
+
+
+def test_cuda_checks_use_nvml_only_while_importing(monkeypatch):
+    monkeypatch.delenv(fork_server.NVML_CHECK, raising=False)
+    with fork_server.nvml_based_cuda_checks():
+        assert os.environ[fork_server.NVML_CHECK] == "1"
+    assert fork_server.NVML_CHECK not in os.environ
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux-only")
+def test_a_server_that_cannot_start_is_tried_once_per_run(monkeypatch, tmp_path):
+    """Its reason is kept for the run: the next launchers spawn at once with it."""
+    owner = {"pid": os.getpid(), "started": psutil.Process().create_time()}
+    env, _ = child_environment({"backend": "cpu", "device_settings": {}})
+    broken = tmp_path / "trainbench"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('a broken install')\n")
+    env = env | {"PYTHONPATH": str(tmp_path)}  # this trainbench cannot be imported: it fails
+    with pytest.raises(fork_server.ForkServerUnavailable, match="exited") as first:
+        fork_server.ensure_server(env, owner)
+    with pytest.raises(fork_server.ForkServerUnavailable) as again:
+        fork_server.ensure_server(env, owner)
+    assert str(again.value) == str(first.value)

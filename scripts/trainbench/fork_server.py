@@ -114,6 +114,48 @@ def preimport() -> dict:
     return {"seconds": timings, "not_imported": missing}
 
 
+# torch.cuda.is_available() and device_count() ask the CUDA runtime (cudaGetDeviceCount)
+# unless this is set, and once the runtime has been asked, torch marks every later fork
+# "bad": the child cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess"),
+# and a CPU child's optimizer step fails on its CUDA graph-capture check. A library may
+# ask while it is imported; with this set during the imports, torch asks NVML instead,
+# which leaves the runtime untouched.
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+@contextlib.contextmanager
+def nvml_based_cuda_checks():
+    previous = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(NVML_CHECK, None)
+        else:
+            os.environ[NVML_CHECK] = previous
+
+
+def check_fork_is_clean() -> None:
+    """Fork once and ask torch, in the child, whether CUDA is usable there; raise when
+    it is not (the imports initialised the CUDA runtime): cells are then spawned."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            import torch
+
+            code = 3 if torch.cuda._is_in_bad_fork() else 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(
+            "a child forked after the imports could not use CUDA (a library initialised "
+            "the CUDA runtime while being imported): cells are spawned instead"
+        )
+
+
 def _touch_transformers() -> None:
     from transformers import AutoTokenizer, DistilBertConfig, PreTrainedTokenizerFast
 
@@ -165,7 +207,9 @@ class Server:
     def serve(self) -> None:
         t0 = time.perf_counter()
         started = time.time()
-        imported = preimport()
+        with nvml_based_cuda_checks():
+            imported = preimport()
+        check_fork_is_clean()
         gc.collect()
         gc.freeze()  # the children's collections never walk (and so never copy) these pages
         self.facts = {
@@ -326,6 +370,9 @@ def ensure_server(env: dict, owner: dict, timeout: float = START_TIMEOUT_S) -> P
     path = socket_path(env, owner)
     if path.exists():
         return path
+    failed = path.with_suffix(".failed")
+    if failed.exists():  # this run's server could not start: say why, start no other
+        raise ForkServerUnavailable(failed.read_text(errors="replace"))
     if not _owner_alive(int(owner["pid"]), owner.get("started")):
         raise ForkServerUnavailable(f"the run's process {owner['pid']} is not alive to own one")
     log_path = path.with_suffix(".log")
@@ -350,7 +397,9 @@ def ensure_server(env: dict, owner: dict, timeout: float = START_TIMEOUT_S) -> P
         while not path.exists():
             if server.poll() is not None:
                 tail = log_path.read_text(errors="replace")[-600:]
-                raise ForkServerUnavailable(f"the fork server exited ({server.returncode}): {tail}")
+                why = f"the fork server exited ({server.returncode}): {tail}"
+                failed.write_text(why)
+                raise ForkServerUnavailable(why)
             if time.monotonic() > deadline:
                 server.kill()
                 raise ForkServerUnavailable(f"the fork server was not ready in {timeout:.0f} s")
