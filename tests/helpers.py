@@ -132,15 +132,22 @@ def executed_rules(output: str) -> list[str]:
     return ours or re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", output)
 
 
+def _is_cell(proc: psutil.Process) -> bool:
+    cmdline = " ".join(proc.cmdline())
+    if "trainbench.child" in cmdline:
+        return True
+    return "trainbench.fork_server" in cmdline and any(
+        "/.attempt-" in f.path for f in proc.open_files()
+    )
+
+
 def cells_here(workflow: Path) -> list[psutil.Process]:
-    """The cell processes (trainbench.child) running in ``workflow``."""
+    """The cell processes running in ``workflow``: spawned (``-m trainbench.child``) or
+    forked from the run's fork server (its command line, holding an attempt's files)."""
     found = []
     for proc in psutil.process_iter():
         try:
-            if (
-                "trainbench.child" in " ".join(proc.cmdline())
-                and Path(proc.cwd()).resolve() == workflow.resolve()
-            ):
+            if _is_cell(proc) and Path(proc.cwd()).resolve() == workflow.resolve():
                 found.append(proc)
         except psutil.Error:
             continue
