@@ -72,48 +72,6 @@ class StaleSocket(ForkServerUnavailable):
 # -- the server ---------------------------------------------------------------------
 
 
-def preimport() -> dict:
-    """Import what every cell's child imports and do the one-time work of building a
-    first optimizer, on no device. Returns what was imported and how long it took."""
-    timings: dict[str, float] = {}
-    missing: dict[str, str] = {}
-
-    def timed(name: str, action) -> None:
-        t0 = time.perf_counter()
-        try:
-            action()
-        except Exception as exc:  # an optional library: its cells import it themselves
-            missing[name] = f"{type(exc).__name__}: {exc}"[:200]
-        timings[name] = round(time.perf_counter() - t0, 4)
-
-    import importlib
-
-    timed("torch", lambda: importlib.import_module("torch"))
-    import torch
-
-    from .workloads import WORKLOADS
-
-    for module in (
-        "trainbench.child",
-        "trainbench.canary",
-        "trainbench.context",
-        "trainbench.trackers",
-        "trainbench.numeric_fault",
-        "trainbench.training",
-    ):
-        timed(module, lambda m=module: importlib.import_module(m))
-    for info in WORKLOADS.values():
-        timed(info.module, lambda m=info.module: importlib.import_module(m))
-    for module in ("trainbench.workloads.text_multilabel_model", "sklearn.metrics"):
-        timed(module, lambda m=module: importlib.import_module(m))
-    timed("transformers tokenizers", _touch_transformers)
-    # torch imports torch._dynamo the first time an optimizer gets a parameter group.
-    timed("first optimizer", _first_optimizer)
-    if torch.cuda.is_initialized():  # pragma: no cover - a library touched CUDA
-        raise RuntimeError("CUDA was initialised while pre-importing: forking is unsafe")
-    return {"seconds": timings, "not_imported": missing}
-
-
 # torch.cuda.is_available() and device_count() ask the CUDA runtime (cudaGetDeviceCount)
 # unless this is set, and once the runtime has been asked, torch marks every later fork
 # "bad": the child cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess"),
@@ -156,10 +114,98 @@ def check_fork_is_clean() -> None:
         )
 
 
+# What every cell's child imports, whatever its workload: imported when the server starts.
+CORE_MODULES = (
+    "trainbench.child",
+    "trainbench.canary",
+    "trainbench.context",
+    "trainbench.trackers",
+    "trainbench.numeric_fault",
+    "trainbench.training",
+    "sklearn.metrics",
+)
+
+
+class Preloader:
+    """The server's imports, each timed: torch and :data:`CORE_MODULES` at the start,
+    then a bundled workload's modules on the first request of a cell that runs it
+    (between two forks; the run's later cells of that workload share them)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.not_imported: dict[str, str] = {}
+
+    def _timed(self, name: str, action) -> None:
+        t0 = time.perf_counter()
+        try:
+            action()
+        except Exception as exc:  # an optional library: its cells import it themselves
+            self.not_imported[name] = f"{type(exc).__name__}: {exc}"[:200]
+        self.seconds[name] = round(time.perf_counter() - t0, 4)
+
+    def core(self) -> None:
+        import importlib
+
+        with nvml_based_cuda_checks():
+            self._timed("torch", lambda: importlib.import_module("torch"))
+            for module in CORE_MODULES:
+                self._timed(module, lambda m=module: importlib.import_module(m))
+            # torch imports torch._dynamo the first time an optimizer gets a parameter group.
+            self._timed("first optimizer", _first_optimizer)
+        self._check()
+
+    def workload(self, modules: list[str]) -> bool:
+        """Import ``modules`` (bundled workloads) and what they need; True when anything
+        was imported now (the fork is then checked again)."""
+        import importlib
+
+        new = [m for m in modules if m not in self.seconds and m in _bundled_modules()]
+        with nvml_based_cuda_checks():
+            for module in new:
+                self._timed(module, lambda m=module: importlib.import_module(m))
+                for name, action in WORKLOAD_EXTRAS.get(module, ()):
+                    self._timed(name, action)
+        if new:
+            self._check()
+        return bool(new)
+
+    def _check(self) -> None:
+        import torch
+
+        if torch.cuda.is_initialized():  # pragma: no cover - a library touched CUDA
+            raise RuntimeError("CUDA was initialised while pre-importing: forking is unsafe")
+        check_fork_is_clean()
+
+    def facts(self) -> dict:
+        return {"seconds": dict(self.seconds), "not_imported": dict(self.not_imported)}
+
+
+def _bundled_modules() -> set[str]:
+    from .workloads import WORKLOADS
+
+    return {info.module for info in WORKLOADS.values() if info.bundled}
+
+
+def _import(name: str):
+    import importlib
+
+    return lambda: importlib.import_module(name)
+
+
 def _touch_transformers() -> None:
     from transformers import AutoTokenizer, DistilBertConfig, PreTrainedTokenizerFast
 
     del AutoTokenizer, DistilBertConfig, PreTrainedTokenizerFast
+
+
+# What a bundled workload's cells import inside its functions (lazily), besides its module.
+WORKLOAD_EXTRAS = {
+    "trainbench.workloads.text_multilabel": (
+        ("trainbench.workloads.text_multilabel_model",
+         _import("trainbench.workloads.text_multilabel_model")),
+        ("transformers tokenizers", _touch_transformers),
+    ),
+}  # fmt: skip
 
 
 def _first_optimizer() -> None:
@@ -203,20 +249,18 @@ class Server:
         self.children: dict[int, socket.socket] = {}
         self.served = 0
         self.facts: dict = {}
+        self.preloader = Preloader()
 
     def serve(self) -> None:
         t0 = time.perf_counter()
         started = time.time()
-        with nvml_based_cuda_checks():
-            imported = preimport()
-        check_fork_is_clean()
+        self.preloader.core()
         gc.collect()
         gc.freeze()  # the children's collections never walk (and so never copy) these pages
         self.facts = {
             "pid": os.getpid(),
             "started_unix": started,
             "startup_s": round(time.perf_counter() - t0, 4),
-            "preimported": imported,
         }
         print(json.dumps({"ready": self.facts}), flush=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -230,6 +274,10 @@ class Server:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         try:
             self._loop(listener, wake_read)
+        except RuntimeError as exc:
+            with contextlib.suppress(OSError):
+                Path(self.path[: -len(".sock")] + ".failed").write_text(str(exc))
+            raise
         finally:
             for leftover in (self.path, self.path[: -len(".sock")] + ".lock"):
                 with contextlib.suppress(OSError):
@@ -266,6 +314,20 @@ class Server:
             print(f"bad request: {exc}", flush=True)
             conn.close()
             return
+        try:
+            t0 = time.perf_counter()
+            if self.preloader.workload(list(request.get("preload") or [])):
+                gc.collect()
+                gc.freeze()
+                self.facts["startup_s"] = round(
+                    self.facts["startup_s"] + time.perf_counter() - t0, 4
+                )
+        except RuntimeError as exc:  # the new imports left CUDA unusable in a fork: stop
+            _send_line(conn, {"error": str(exc)})
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            raise
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -279,7 +341,8 @@ class Server:
             os.close(fd)
         self.served += 1
         self.children[pid] = conn
-        _send_line(conn, {"pid": pid, "server": {**self.facts, "cells_served": self.served}})
+        server = {**self.facts, "preimported": self.preloader.facts(), "cells_served": self.served}
+        _send_line(conn, {"pid": pid, "server": server})
 
     def _reap(self) -> None:
         while self.children:
@@ -448,13 +511,17 @@ class ForkedChild:
         return self.returncode
 
 
-def fork_child(path: Path, argv: list[str], env: dict, fds: dict[str, int]) -> ForkedChild:
-    """Ask the server at ``path`` for a child running ``python -m`` ``argv``."""
+def fork_child(
+    path: Path, argv: list[str], env: dict, fds: dict[str, int], preload: list[str] = ()
+) -> ForkedChild:
+    """Ask the server at ``path`` for a child running ``python -m`` ``argv``, after it
+    has imported the bundled workload modules ``preload``."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(str(path))
         names = [name for name in DESCRIPTORS if name in fds]
-        request = {"argv": argv, "env": env, "cwd": os.getcwd(), "descriptors": names}
+        request = {"argv": argv, "env": env, "cwd": os.getcwd(), "descriptors": names,
+                   "preload": list(preload)}  # fmt: skip
         payload = json.dumps(request).encode()
         socket.send_fds(conn, [struct.pack("!Q", len(payload))], [fds[n] for n in names])
         conn.sendall(payload)
@@ -473,6 +540,9 @@ def fork_child(path: Path, argv: list[str], env: dict, fds: dict[str, int]) -> F
         conn.close()
         raise ForkServerUnavailable(f"the fork server at {path} failed: {exc}") from exc
     reply = json.loads(line)
+    if "error" in reply:
+        conn.close()
+        raise ForkServerUnavailable(reply["error"])
     return ForkedChild(conn, int(reply["pid"]), reply["server"])
 
 

@@ -34,6 +34,7 @@ from .classify import classify, find_silent_corruption, signal_name
 from .config import FAULTS_ENV
 from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
 from .records import SCHEMA_VERSION, atomic_write_json, write_record
+from .workloads import WORKLOADS
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -136,16 +137,18 @@ def _start_child(spec: dict, env: dict, argv: list[str], fds: dict[str, int], lo
     started (the record's ``start``)."""
     method, owner, why = start_method(spec)
     if method == "fork_server":
+        info = WORKLOADS.get(spec.get("workload", ""))
+        preload = [info.module] if info is not None and info.bundled else []
         try:
             try:
                 path = fork_server.ensure_server(env, owner)
-                child = fork_server.fork_child(path, argv, env, fds)
+                child = fork_server.fork_child(path, argv, env, fds, preload)
             except fork_server.StaleSocket:
                 # A socket whose server is gone (killed): start a fresh server, once.
                 with contextlib.suppress(OSError):
                     fork_server.socket_path(env, owner).unlink()
                 path = fork_server.ensure_server(env, owner)
-                child = fork_server.fork_child(path, argv, env, fds)
+                child = fork_server.fork_child(path, argv, env, fds, preload)
             return child, {"method": "fork_server", "why": why, "server": child.server}
         except fork_server.ForkServerUnavailable as exc:
             why = f"fork server unavailable, spawned instead: {exc}"
