@@ -58,5 +58,6 @@ rule statistics:
         baseline=config["report"]["baseline_device"],
         repeats=REPEATS,
         parity=config["report"]["parity"],
+        step_breakdown=config["report"]["step_breakdown"],
     script:
         "../scripts/compute_statistics.py"

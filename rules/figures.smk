@@ -6,7 +6,8 @@
 
 
 rule figures:
-    """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory and energy figures,
+    """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory, energy and
+    step-breakdown figures,
     drawn from the published tables (and each run's raw value as a dot)."""
     input:
         tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
@@ -54,6 +55,11 @@ rule figures:
             f"{RESULTS}/figures/energy.png",
             caption="captions/energy.rst",
             category="Energy",
+        ),
+        step_breakdown=report(
+            f"{RESULTS}/figures/step_breakdown.png",
+            caption="captions/step_breakdown.rst",
+            category="Speedup",
         ),
     log:
         f"{RESULTS}/logs/figures.log",

@@ -29,6 +29,7 @@ published = publish(
     baseline=snakemake.params.baseline,
     repeats=snakemake.params.repeats,
     parity=snakemake.params.parity,
+    step_breakdown=snakemake.params.step_breakdown,
     workers=snakemake.threads,
 )
 paths = {Path(p).name: p for p in snakemake.output.tables}

@@ -69,11 +69,13 @@ VERIFICATION = ["workload", "device", "placement_pass", "autocast_pass", "fallba
                 "fallback_detail"]  # fmt: skip
 ENERGY = ["workload", "batch_size", "device", "n", "joules_per_sample", "samples_per_joule",
           "spj_low", "spj_high", "spj_interval", "verdict", "domains", "unavailable"]  # fmt: skip
+from trainbench.stats.breakdown import BREAKDOWN_TABLE_COLUMNS  # noqa: E402
+
 COLUMNS = {
     "energy": ENERGY, "runs": RUNS, "epochs": EPOCHS, "matmul": MATMUL, "speedup": SPEEDUP,
     "eval_speed": SPEEDUP, "per_label": PER_LABEL, "memory": MEMORY, "crossover": CROSSOVER,
     "epoch_summary": EPOCH_SUMMARY, "matmul_summary": MATMUL_SUMMARY,
-    "verification": VERIFICATION,
+    "verification": VERIFICATION, "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
 }  # fmt: skip
 
 SIZES = {"image_cnn": [32, 128], "text_multilabel": [8, 32]}
@@ -232,7 +234,22 @@ def make_tables(
         "verification",
         [{"workload": "text_multilabel", "device": "mps", "fallback_pass": "False"}],
     )
+    _step_breakdown(tables)
     return tables
+
+
+def _step_breakdown(tables: dict) -> None:
+    """Each training cell's shares and label, as trainbench.stats.breakdown writes them."""
+    rows = []
+    for workload, sizes in (("image_cnn", (32, 128)), ("text_multilabel", (8, 16))):
+        for device, busy, issue in (("cpu", 0.95, None), ("mps", 0.6, 0.3), ("cuda", 0.2, 0.7)):
+            for bs in sizes:
+                bound = {"cpu": "device-bound", "mps": "mixed", "cuda": "launch-bound"}[device]
+                rows.append({"workload": workload, "device": device, "batch_size": bs,
+                             "repeats": 3, "steady_step_s": 0.01 * bs / 32,
+                             "data_wait_share": 0.02, "host_issue_share": issue,
+                             "device_busy": busy, "bound": bound})  # fmt: skip
+    tables["step_breakdown"] = frame("step_breakdown", rows)
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +300,8 @@ def drawn(module, tables):
 
 def test_registry_names():
     assert FIGURE_NAMES == (
-        "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy"
+        "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
+        "step_breakdown",
     )  # fmt: skip
     assert tuple(FIGURES) == FIGURE_NAMES
     assert not (PACKAGE.parent / "figures.py").exists(), "the old figures.py module is back"
@@ -372,6 +390,9 @@ def _nothing_drawable() -> dict[str, pd.DataFrame]:
     t["matmul_summary"] = t["matmul_summary"].assign(gflops=np.nan)
     t["matmul"] = t["matmul"].assign(gflops=np.nan)
     t["energy"] = t["energy"].assign(samples_per_joule=np.nan)
+    t["step_breakdown"] = t["step_breakdown"].assign(
+        data_wait_share=np.nan, host_issue_share=np.nan, device_busy=np.nan
+    )
     return t
 
 

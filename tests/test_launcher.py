@@ -317,6 +317,10 @@ def test_ok_training_record(tmp_path, cnn_data, start):
     assert result["epochs"][0]["eval_samples"] == 64
     assert 0.0 <= result["task"]["final"] <= 1.0
     assert result["verification"]["all_on_device"] is True
+    # The diagnostic pass after the timed window: its own wall-time phase.
+    breakdown = result["step_breakdown"]
+    assert breakdown["steps"] >= 1 and breakdown["seconds"] > 0 and breakdown["step_s"] > 0
+    assert record["wall_time"]["phases"]["step_breakdown"] == pytest.approx(breakdown["seconds"])
 
     settings = record["settings_in_force"]
     assert isinstance(settings["torch_threads"], int) and settings["torch_threads"] >= 1

@@ -185,6 +185,8 @@ def _spec(
             "steady_state": {"detect": False},
             "max_eval_passes": 3,
             "extend_short_windows": False,
+            # Counts of the timed loop alone (the diagnostic pass: test_step_breakdown.py).
+            "step_breakdown": {"enabled": False},
         },
     }
 

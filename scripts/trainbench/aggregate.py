@@ -38,6 +38,11 @@ WALL_COLUMNS = [
     "wall_measurement_share", "wall_interrupted", *(f"wall_{p}_seconds" for p in PHASES),
     "start_method", "start_server", "start_server_startup_seconds",
 ]  # fmt: skip
+# The diagnostic pass after the timed window (trainbench.step_breakdown): medians per step.
+BREAKDOWN_COLUMNS = [
+    "bd_steps", "bd_seconds", "bd_data_wait_s", "bd_host_issue_s", "bd_step_s",
+    "bd_device_s", "bd_kernel_s", "bd_cpu_s", "bd_threads", "bd_error",
+]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
     "error_class", "error_message", "reason", "attempts", "failed_attempts",
@@ -60,7 +65,7 @@ RUN_COLUMNS = [
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
-    "run_seed", *WALL_COLUMNS,
+    "run_seed", *WALL_COLUMNS, *BREAKDOWN_COLUMNS,
     "record",
 ]  # fmt: skip
 
@@ -221,6 +226,16 @@ def _wall_facts(wall: Mapping) -> dict:
     return facts | {f"wall_{p}_seconds": v for p, v in (wall.get("phases") or {}).items()}
 
 
+def _breakdown_facts(breakdown: Mapping | None) -> dict:
+    """The diagnostic pass's medians (trainbench.step_breakdown); absent: none ran."""
+    b = breakdown or {}
+    keys = {"bd_steps": "steps", "bd_seconds": "seconds", "bd_data_wait_s": "data_wait_s",
+            "bd_host_issue_s": "host_issue_s", "bd_step_s": "step_s", "bd_device_s": "device_s",
+            "bd_kernel_s": "kernel_s", "bd_cpu_s": "cpu_s", "bd_threads": "torch_threads",
+            "bd_error": "error"}  # fmt: skip
+    return {column: b.get(key) for column, key in keys.items()}
+
+
 def _start_facts(attempts: list) -> dict:
     """How the final attempt's child started (trainbench.fork_server): ``fork_server``
     or ``spawn``; the server (host:pid:start time, one per run and environment) and its
@@ -300,6 +315,7 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         "run_seed": env.run_seed,
         **_wall_facts(r.wall_time),
         **_start_facts(r.attempts),
+        **(_breakdown_facts(result.step_breakdown) if result.is_training else {}),
         "record": source,
     }
     return {column: row.get(column) for column in RUN_COLUMNS}

@@ -137,7 +137,10 @@ def summary_lines(report_path: str | Path) -> list[str]:
         lines.append(f"{_count(row['records'])} run records: {', '.join(counts)}.")
     shown = [r for r in _rows(tables / "verdicts.csv") if r["status"] != "unavailable"]
     for row in shown[:SUMMARY_VERDICTS]:
-        lines.append(f"  {row['symbol']} {row['workload']} on {row['device']}: {row['text']}")
+        line = f"  {row['symbol']} {row['workload']} on {row['device']}: {row['text']}"
+        if row.get("bound"):
+            line += f" [{row['bound']}]"
+        lines.append(line)
     if len(shown) > SUMMARY_VERDICTS:
         lines.append(f"  … {len(shown) - SUMMARY_VERDICTS} more verdicts in the report")
     for row in _rows(tables / "attention.csv"):

@@ -24,6 +24,7 @@ PUBLISHED_TABLES = (
     "overview",
     "attention",
     "cell_time",
+    "step_breakdown",
 )
 
 # The record tables the aggregate rule writes from metrics.json files.
@@ -40,4 +41,5 @@ RECORD_TABLES = (
 # results/figures/<name>.png, drawn by trainbench.figures from the tables above.
 FIGURE_NAMES = (
     "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
+    "step_breakdown",
 )  # fmt: skip

@@ -21,6 +21,7 @@ from .published import PUBLISHED_TABLES as PUBLISHED
 from .records import atomic_write_text
 from .report_tables import (
     ATTENTION,
+    BOUNDS,
     CELL_TIME,
     COLLAPSE,
     CROSSOVER,
@@ -33,6 +34,7 @@ from .report_tables import (
     PARITY,
     REPEATS,
     STABILITY,
+    STEP_BREAKDOWN,
     TASK,
     WARNINGS,
     WORKLOAD,
@@ -103,6 +105,9 @@ def _verdict_line(r: Row, with_workload: bool) -> str:
     line += f": {text}" if text.lower().startswith(status.lower()) else f" ({status}): {text}"
     if first and str(first) not in text:
         line += f" First failing item: {first}."
+    bound = plain_value(r.get("bound"))
+    if bound:
+        line = line.rstrip() + ("" if line.rstrip().endswith(".") else ".") + f" Bound: {bound}."
     return line
 
 
@@ -266,7 +271,8 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "code": f" Code: {', '.join(f'`{c}`' for c in commits)}." if commits else "",
         "skipped": [{k: escape_cell(text_of(v)) for k, v in r.items()} for r in t["skipped"]],
         "verdicts": verdict_lines(t),
-        "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s")),
+        "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s") + BOUNDS),
+        "step_breakdown": table(t["step_breakdown"], WORKLOAD + STEP_BREAKDOWN),
         "energy_lines": energy_lines(t["energy"]),
         "intervals": interval_kinds(t["speedup"]),
         "crossover": table(t["crossover"], CROSSOVER),

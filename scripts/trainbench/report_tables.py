@@ -158,6 +158,35 @@ def speed_columns(unit: str) -> list[Column]:
     )  # fmt: skip
 
 
+# Each side's label from the diagnostic pass (step_breakdown), beside a speedup.
+BOUNDS = cols(("bound", "bound"), ("baseline bound", "baseline_bound"))
+STEP_BREAKDOWN = KEYS + cols(
+    ("repeats", "repeats", "i"), ("step ms (median)", lambda r: _ms(r.get("steady_step_s")), "i"),
+    ("data wait", lambda r: _share(r, "data_wait_share"), "i"),
+    ("host issue", lambda r: _share(r, "host_issue_share"), "i"),
+    ("device busy", lambda r: _share(r, "device_busy"), "i"),
+    ("busy (profiler)", "device_busy_profiler", "%"), ("bound", "bound"), ("reason", "reason"),
+)  # fmt: skip
+
+
+def _ms(value) -> str:
+    try:
+        return f"{1000 * float(value):.3g}"
+    except (TypeError, ValueError):
+        return "—"
+
+
+def _share(r: Row, name: str) -> str:
+    """A median share with its range over repeats, as percentages."""
+    try:
+        mid, low, high = (float(r.get(k)) for k in (name, f"{name}_low", f"{name}_high"))
+    except (TypeError, ValueError):
+        return "—"
+    if mid != mid:  # NaN: cannot be split here (the CPU's host issue)
+        return "—"
+    return f"{100 * mid:.0f}% ({100 * low:.0f}–{100 * high:.0f})"
+
+
 STABILITY = cols(
     ("device", "device"), ("status", "status"), ("cells", "cells", "i"), ("ok", "ok_cells", "i"),
     ("failed", "failed_cells", "i"), ("unavailable", "unavailable_cells", "i"),
@@ -237,6 +266,7 @@ CELL_TIME = cols(
     ("start + imports s", "median_process_start_and_imports_seconds", "n"),
     ("device init s", "median_device_initialisation_seconds", "n"),
     ("data + model s", "median_data_and_model_setup_seconds", "n"),
+    ("diagnostic s", "median_step_breakdown_seconds", "n"),
     ("bookkeeping s", "median_training_bookkeeping_seconds", "n"),
     ("analysis s", "median_analysis_seconds", "n"), ("writing s", "median_writing_seconds", "n"),
     ("exit s", "median_exit_seconds", "n"), ("unattributed s (max)", "max_unattributed_seconds", "n"),

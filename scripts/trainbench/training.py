@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from . import wall_time
+from . import step_breakdown, wall_time
 from .classify import COMPILE_ERROR_NAMES
 from .context import RunContext, check_autocast_kernels
 from .data import batch_size_of, staged_batches
@@ -173,6 +173,7 @@ class TrainingLoop:
         self.epoch_rows: list[dict] = []
         self.verification: dict = {}
         self.first_step_seconds: float | None = None
+        self.breakdown: dict | None = None  # the diagnostic pass (diagnose_steps)
         self._autocast_flag: bool | None = None
         self.global_step = 0
 
@@ -449,6 +450,20 @@ class TrainingLoop:
                 break
             self._evaluate(None)
 
+    # -- where a step's time goes (after every timed region) --------------------------
+
+    def diagnose_steps(self) -> None:
+        """The diagnostic pass (trainbench.step_breakdown), after the last timed region;
+        none for a float64 reference. An error in it is recorded, never the cell's."""
+        settings = (self.ctx.spec.get("timing") or {}).get("step_breakdown") or {}
+        if self.reference or not settings.get("enabled", True):
+            return
+        settings = {"min_seconds": 0.5, "max_steps": 200, **settings}
+        try:
+            self.breakdown = step_breakdown.measure(self, settings)
+        except Exception as exc:  # the timed measurement is complete; say what failed
+            self.breakdown = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
     # -- result ------------------------------------------------------------------------
 
     def run(self) -> dict:
@@ -457,6 +472,7 @@ class TrainingLoop:
                 self.run_epoch(epoch)
             self.calibrate_evaluation()
             self.extend_short_window()
+            self.diagnose_steps()
         with wall_time.span("analysis"):
             result = self.result()
         return self.parts.finish(result) if self.parts.finish is not None else result
@@ -506,6 +522,7 @@ class TrainingLoop:
                 "its copy to the device), steps of the measurement window",
             },
             "eval": eval_window(self.eval_passes, self.protocol),
+            "step_breakdown": self.breakdown,
             "host": self.host.summary(),
             "memory": self.memory.summary(),
             "energy": self.energy.summary(samples=sum(self.step_samples[1:])),

@@ -38,6 +38,7 @@ PHASES = (
     "timed_training",
     "extension",
     "evaluation",
+    "step_breakdown",
     "training_bookkeeping",
     "analysis",
     "writing",
@@ -67,7 +68,8 @@ METHOD = (
     "entry imported, parts built, training loop, result() (analysis), result written; "
     "a phase is the time between its marks. The training loop is split by the result's "
     "own step and pass timings: warm-up steps (step 0 included), window steps of the "
-    "configured epochs, extension steps, evaluation passes; training_bookkeeping is the "
+    "configured epochs, extension steps, evaluation passes, the diagnostic pass after them "
+    "(step_breakdown); training_bookkeeping is the "
     "rest of the loop (tracker set-up and idle power, step 0's checks, region edges, "
     "between-epoch work such as hard-negative mining, evaluation scoring, the "
     "workload's finish). unattributed: the attempt's duration not inside any phase "
@@ -158,6 +160,14 @@ def loop_phases(loop_seconds: float, result: Mapping | None, marks: Mapping) -> 
     """The training loop's seconds as measurement phases, analysis (the result's
     analysis: steady state, windows, summaries) and training_bookkeeping (the rest)."""
     phases = measured_phases(result)
+    # The diagnostic pass after the timed window (trainbench.step_breakdown): its own
+    # phase, outside measurement (it explains the measurement, it is not part of it).
+    breakdown = (
+        ((result or {}).get("step_breakdown") or {})
+        if (result or {}).get("kind") == "training"
+        else {}
+    )
+    phases["step_breakdown"] = float(breakdown.get("seconds") or 0.0)
     start, end = marks.get("analysis_start"), marks.get("analysis_end")
     phases["analysis"] = end - start if start is not None and end is not None else 0.0
     phases["training_bookkeeping"] = loop_seconds - sum(phases.values())

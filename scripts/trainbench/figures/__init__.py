@@ -40,6 +40,7 @@ from .matmul import matmul_figure
 from .memory import memory_figure
 from .per_label import per_label_figure
 from .speedup import speedup_figure
+from .step_breakdown import step_breakdown_figure
 from .style import device_color, device_order
 from .throughput import throughput_figure
 
@@ -54,6 +55,7 @@ __all__ = [
     "loss_figure",
     "matmul_figure",
     "memory_figure",
+    "step_breakdown_figure",
     "per_label_figure",
     "speedup_figure",
     "throughput_figure",
@@ -69,12 +71,14 @@ FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], Non
     "matmul": matmul_figure,
     "memory": memory_figure,
     "energy": energy_figure,
+    "step_breakdown": step_breakdown_figure,
 }
 
 # The order :func:`draw_figures` hands the families to its processes: the ones with the
 # most panels and labels first, so that the processes finish together (scheduling only).
 DRAW_ORDER = (
     "memory", "speedup", "loss", "epoch_time", "throughput", "per_label", "matmul", "energy",
+    "step_breakdown",
 )  # fmt: skip
 
 

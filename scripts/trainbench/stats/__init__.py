@@ -17,6 +17,7 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.verdicts` — ``verification``, ``verdicts``;
 * :mod:`.overview` — ``overview``, ``attention``;
 * :mod:`.cell_time` — ``cell_time`` (where the cells' wall time went, per device).
+* :mod:`.breakdown` — ``step_breakdown`` (where a step's time goes and what bounds it).
 
 Every function is pure: pandas in, pandas out, no IO (write the tables with
 :func:`trainbench.tables.write_table`).
@@ -43,6 +44,13 @@ from .accuracy import (
     parity_table,
     per_label_table,
     task_table,
+)
+from .breakdown import (
+    BREAKDOWN_TABLE_COLUMNS,
+    BoundRule,
+    bound_at,
+    bounds_by_device,
+    step_breakdown_table,
 )
 from .cell_time import CELL_TIME_COLUMNS, cell_time_table
 from .crossover import CROSSOVER_COLUMNS, crossover_table
@@ -71,7 +79,7 @@ from .verdicts import VERDICT_COLUMNS, VERIFICATION_COLUMNS, verdicts_table, ver
 
 # The columns of every published table, in order (stability may add failed_<class>).
 COLUMNS: dict[str, list[str]] = {
-    "speedup": SPEEDUP_COLUMNS,
+    "speedup": [*SPEEDUP_COLUMNS, "bound", "baseline_bound"],
     "eval_speed": SPEEDUP_COLUMNS,
     "energy": ENERGY_COLUMNS,
     "stability": STABILITY_COLUMNS,
@@ -85,11 +93,12 @@ COLUMNS: dict[str, list[str]] = {
     "epoch_summary": EPOCH_COLUMNS,
     "matmul_summary": MATMUL_COLUMNS,
     "verification": VERIFICATION_COLUMNS,
-    "verdicts": VERDICT_COLUMNS,
+    "verdicts": [*VERDICT_COLUMNS, "bound"],
     "warnings": WARNING_COLUMNS,
     "overview": OVERVIEW_COLUMNS,
     "attention": ATTENTION_COLUMNS,
     "cell_time": CELL_TIME_COLUMNS,
+    "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
 }
 
 __all__ = [
@@ -105,6 +114,7 @@ def publish(
     repeats: Mapping[str, Mapping] | None = None,
     parity: Mapping | None = None,
     workers: int = 1,
+    step_breakdown: Mapping | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every published table, keyed by the names in :data:`PUBLISHED_TABLES` (in that
     order), from the record tables ``runs``, ``epochs``, ``per_label_runs`` and
@@ -112,7 +122,9 @@ def publish(
     device order (the first is the default baseline), ``baseline`` the configured
     ``report.baseline_device``, ``repeats[workload]`` its repeat settings,
     ``parity`` the configured ``report.parity`` (see :mod:`.parity`); the record tables
-    ``step_losses`` and ``references`` feed parity's loss-drift check. With ``workers``
+    ``step_losses`` and ``references`` feed parity's loss-drift check;
+    ``step_breakdown`` is the configured ``report.step_breakdown`` (labels' thresholds,
+    :mod:`.breakdown`). With ``workers``
     > 1 the speed and memory tables are computed in a forked process beside the others
     (the same tables: every bootstrap is seeded by its own call)."""
     runs = fr.prepare_runs(tables.get("runs"))
@@ -143,13 +155,39 @@ def publish(
         out["overview"] = overview_table(runs, devices, baselines, kinds)
         out["attention"] = attention_table(runs)
         out["cell_time"] = cell_time_table(runs, devices)
+        out["step_breakdown"] = step_breakdown_table(
+            runs[runs["workload"].isin(training)], BoundRule.from_config(step_breakdown)
+        )
         if pending is not None:
             out.update(pending.result())
+    out["speedup"] = _with_bounds(out["speedup"], out["step_breakdown"])
     out["repeats"] = repeats_table(runs, out["speedup"], baselines, repeats)
     out["crossover"] = crossover_table(out["speedup"], out["matmul_summary"])
     out["verdicts"] = verdicts_table(runs, out["speedup"], out["parity"], baselines, training)
+    bounds = bounds_by_device(out["step_breakdown"])
+    out["verdicts"]["bound"] = [
+        bounds.get((w, d))
+        for w, d in zip(out["verdicts"]["workload"], out["verdicts"]["device"], strict=True)
+    ]
     out["warnings"] = warnings_table(runs, matmul, tables.get("setups"), out["memory"])
     return {name: out[name] for name in PUBLISHED_TABLES}
+
+
+def _with_bounds(speedup: pd.DataFrame, breakdown: pd.DataFrame) -> pd.DataFrame:
+    """The speedup table with each side's label (step_breakdown's ``bound``)."""
+    labels = bound_at(breakdown)
+    speedup = speedup.copy()
+    keys = zip(
+        speedup["workload"],
+        speedup["batch_size"],
+        speedup["device"],
+        speedup["baseline"],
+        strict=True,
+    )
+    pairs = [(labels.get((w, d, b)), labels.get((w, base, b))) for w, b, d, base in keys]
+    speedup["bound"] = [p[0] for p in pairs]
+    speedup["baseline_bound"] = [p[1] for p in pairs]
+    return speedup
 
 
 def _side_tables(

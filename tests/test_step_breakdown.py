@@ -1,0 +1,115 @@
+"""Where a step's time goes (trainbench.step_breakdown, trainbench.stats.breakdown):
+synthetic steps whose cause is known get the right label. On the CPU: a host sleep per
+step (the cores idle while the step runs: launch-bound), a sleeping loader (input-bound),
+heavy matmuls (device-bound); the same on CUDA where a GPU is present."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+from trainbench import step_breakdown
+from trainbench.stats.breakdown import BoundRule, step_breakdown_table
+
+SETTINGS = {"min_seconds": 0.3, "max_steps": 40}
+
+
+class FakeDevice:
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def synthetic_loop(device: str, host_sleep: float = 0.0, loader_sleep: float = 0.0,
+                   matmul: int = 0):  # fmt: skip
+    """An object with what the diagnostic pass uses of a TrainingLoop."""
+    dev = torch.device(device)
+    weights = torch.randn(matmul, matmul, device=dev) if matmul else None
+
+    def batches():
+        while True:
+            if loader_sleep:
+                time.sleep(loader_sleep)
+            yield {"x": torch.ones(1, device=dev)}
+
+    def train_step(batch, step_in_epoch):
+        if host_sleep:
+            time.sleep(host_sleep)
+        if weights is not None:
+            out = weights
+            for _ in range(4):
+                out = out @ weights
+        return batch["x"], {}
+
+    return SimpleNamespace(
+        dev=FakeDevice(dev), device=dev, steps_per_epoch=10, scheduler_steps=True,
+        parts=SimpleNamespace(model=torch.nn.Identity()), endless_batches=batches,
+        train_step=train_step,
+    )  # fmt: skip
+
+
+def label(device: str, **kwargs) -> tuple[str, dict]:
+    measured = step_breakdown.measure(synthetic_loop(device, **kwargs), SETTINGS)
+    steady = measured["data_wait_s"] + measured["step_s"]  # the timed step holds both
+    runs = pd.DataFrame([{
+        "workload": "synthetic", "device": device, "batch_size": 1, "rep": 0, "status": "ok",
+        "backend": device, "step_p50_s": steady, **{f"bd_{k}": measured[v] for k, v in (
+            ("steps", "steps"), ("seconds", "seconds"), ("data_wait_s", "data_wait_s"),
+            ("host_issue_s", "host_issue_s"), ("step_s", "step_s"), ("device_s", "device_s"),
+            ("kernel_s", "kernel_s"), ("cpu_s", "cpu_s"), ("threads", "torch_threads"))},
+    }])  # fmt: skip
+    table = step_breakdown_table(runs, BoundRule())
+    assert len(table) == 1
+    return str(table["bound"].iloc[0]), measured
+
+
+def test_the_pass_lasts_its_minimum_and_records_its_method():
+    measured = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.01), SETTINGS)
+    assert measured["seconds"] >= SETTINGS["min_seconds"]
+    assert 1 <= measured["steps"] <= SETTINGS["max_steps"]
+    assert measured["device_s"] is None and measured["kernel_s"] is None  # the CPU
+    assert "cannot" not in measured["method"] and "process's CPU time" in measured["method"]
+
+
+def test_cpu_host_sleep_is_launch_bound():
+    bound, measured = label("cpu", host_sleep=0.02)
+    assert bound == "launch-bound", measured
+
+
+def test_cpu_loader_sleep_is_input_bound():
+    bound, measured = label("cpu", loader_sleep=0.02)
+    assert bound == "input-bound", measured
+
+
+def test_cpu_heavy_matmuls_are_device_bound():
+    bound, measured = label("cpu", matmul=384)
+    assert bound == "device-bound", measured
+
+
+def test_labels_follow_the_configured_thresholds():
+    rule = BoundRule.from_config({"input_share": 0.9, "device_busy": 0.2})
+    assert rule.label("cuda", data=0.5, issue=0.1, busy=0.3) == "device-bound"
+    assert rule.label("cuda", data=0.95, issue=0.1, busy=0.3) == "input-bound"
+    assert BoundRule().label("cuda", data=0.0, issue=0.8, busy=0.2) == "launch-bound"
+    assert BoundRule().label("cuda", data=0.0, issue=0.3, busy=0.5) == "mixed"
+    assert BoundRule().label("cuda", data=float("nan"), issue=float("nan"), busy=float("nan")) == (
+        "insufficient data"
+    )
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@needs_cuda
+def test_cuda_host_sleep_is_launch_bound_and_big_matmuls_device_bound():
+    bound, measured = label("cuda", host_sleep=0.01)
+    assert bound == "launch-bound", measured
+    bound, measured = label("cuda", matmul=4096)
+    assert bound == "device-bound", measured
+    assert measured["kernel_s"] and measured["kernel_s"] > 0, measured["kernel_method"]
