@@ -99,7 +99,8 @@ def test_a_run_without_a_steady_state_gets_one_more_region():
 
     parts.loss_fn = late_warmup
     spec = _spec(40, epochs=2, warmup=1)
-    spec["timing"] = {"max_eval_passes": 3, "min_timed_seconds": 0.05, "min_timed_steps": 10}
+    spec["timing"] = {"max_eval_passes": 3, "min_timed_seconds": 0.05, "min_timed_steps": 10,
+                      "step_breakdown": {"enabled": False}}  # fmt: skip
     result = run_training(parts, _context(spec, FakeDevice()))
     assert "no steady state in 80 steps" in result["extension"]["reason"]
     assert result["extension"]["regions"] == 1 and result["extension"]["steps"] >= 40
