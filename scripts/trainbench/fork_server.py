@@ -3,9 +3,11 @@
 Starting a cell's child costs more than many a cell measures: ``import torch`` and the
 workloads' libraries (3-9 s on a GPU host), then, once per process, the lazy import
 that building the first optimizer triggers inside torch (``torch._dynamo``: 2-6 s).
-The fork server pays them once per Snakemake run: a process that imports torch, every
-bundled workload and its libraries, builds one optimizer on a CPU tensor, freezes its
-heap (``gc.freeze``) and then forks one child per cell attempt.
+The fork server pays them once per Snakemake run: a process that imports torch,
+trainbench's core and scikit-learn's metrics, builds one optimizer on a CPU tensor,
+freezes its heap (``gc.freeze``) and then forks one child per cell attempt; a bundled
+workload's modules (and transformers, for text) are imported by the server on the first
+request of a cell that runs that workload, so later cells of it share them.
 
 Isolation is the spawn path's: every attempt is still its own process, in its own
 process group and session, with the launcher's stdout, stderr, watchdog pipe and cell
