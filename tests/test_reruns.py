@@ -35,6 +35,10 @@ TARGET = "results/report.md"
 def small_config() -> dict:
     config = tiny_config(devices=["cpu"], repeats=2)
     config["workloads"]["image_cnn"]["batch_sizes"] = [16, 32]
+    # These tests find a cell by its command line (`-m trainbench.child SPEC`) and kill
+    # its launcher as the cell's parent: the spawned path. Forked cells (the server is
+    # their parent) are killed and interrupted in test_interrupt.py and test_launcher.py.
+    config["launcher"]["start_method"] = "spawn"
     return config
 
 
