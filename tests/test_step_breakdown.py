@@ -113,3 +113,20 @@ def test_cuda_host_sleep_is_launch_bound_and_big_matmuls_device_bound():
     bound, measured = label("cuda", matmul=4096)
     assert bound == "device-bound", measured
     assert measured["kernel_s"] and measured["kernel_s"] > 0, measured["kernel_method"]
+
+
+def test_cuda_busy_is_kernel_time_not_the_events_span():
+    """A host that sleeps between kernels: the events' span covers the sleep, the
+    kernels do not; the label follows the kernels (launch-bound), the span is kept."""
+    runs = pd.DataFrame([{
+        "workload": "w", "device": "cuda", "batch_size": 8, "rep": 0, "status": "ok",
+        "backend": "cuda", "step_p50_s": 0.010, "bd_steps": 50, "bd_seconds": 0.5,
+        "bd_data_wait_s": 0.0002, "bd_host_issue_s": 0.0095, "bd_step_s": 0.0098,
+        "bd_device_s": 0.0097, "bd_kernel_s": 0.0012, "bd_cpu_s": 0.0095, "bd_threads": 4,
+    }])  # fmt: skip
+    row = step_breakdown_table(runs).iloc[0]
+    assert row["bound"] == "launch-bound"
+    assert row["device_busy"] == pytest.approx(0.12) and row["device_span"] == pytest.approx(0.97)
+    assert "events' span 97%" in row["reason"]
+    without_profiler = step_breakdown_table(runs.assign(bd_kernel_s=None)).iloc[0]
+    assert without_profiler["device_busy"] == pytest.approx(0.03)  # step - issue: a lower bound

@@ -165,7 +165,7 @@ STEP_BREAKDOWN = KEYS + cols(
     ("data wait", lambda r: _share(r, "data_wait_share"), "i"),
     ("host issue", lambda r: _share(r, "host_issue_share"), "i"),
     ("device busy", lambda r: _share(r, "device_busy"), "i"),
-    ("busy (profiler)", "device_busy_profiler", "%"), ("bound", "bound"), ("reason", "reason"),
+    ("events' span", "device_span", "%"), ("bound", "bound"), ("reason", "reason"),
 )  # fmt: skip
 
 

@@ -12,13 +12,15 @@ evaluation, no learning-rate step), each started from an idle device:
    launch queue and then waits on the device, so issue time read there says nothing);
 4. synchronize (``step``: from the batch in hand to the step's work done).
 
-The device's own time of the step: CUDA events around the step (``device``), on MPS
-the synchronized edge (``step``, an upper bound: it holds the host's issue too), on the
-CPU the device is the host, so what the step kept the cores busy with is read from the
-process's CPU time (``cpu``: seconds of all threads; ``cpu`` ÷ (``step`` × threads) is
-the share of the cores the step used). On CUDA the same steps run once more under
-``torch.profiler`` and the kernels' device time per step is recorded beside the events
-(``kernel``), a cross-check of the busy fraction.
+The device's time of the step: on CUDA, the same steps run once more under
+``torch.profiler`` and the kernels' device time per step is recorded (``kernel``: busy
+time, the gaps while the host is still issuing excluded); the CUDA events around each
+step's enqueue give its span (``device``: not busy time, since a device waiting for a
+slow host between kernels is inside it). On MPS only synchronized edges exist: the
+device's work after the host finished issuing, ``step`` − ``host_issue``, is a lower
+bound of its busy time. On the CPU the device is the host, so what the step kept the
+cores busy with is read from the process's CPU time (``cpu``: seconds of all threads;
+``cpu`` ÷ (``step`` × threads) is the share of the cores the step used).
 
 The record keeps the medians and the method; the shares of the timed window's steady
 step, the label (launch-bound, input-bound, device-bound, mixed) and its reason are
@@ -155,14 +157,17 @@ def measure(loop: TrainingLoop, settings: dict) -> dict:
 METHODS = {
     "cuda": "after the timed window, steps from an idle device (synchronized before each): "
     "data_wait = fetching the batch; host_issue = the training step's call, not "
-    "synchronized; device = CUDA events around that call (the step's device time); "
+    "synchronized; device = CUDA events around that call (its span on the stream, idle gaps "
+    "included: not busy time); "
     "step = the batch in hand to the step's work done (synchronized); medians over the "
-    "steps; kernel = torch.profiler's kernel time per step over 10 more steps",
+    "steps; kernel = torch.profiler's kernel time per step over 10 more steps (the device's "
+    "busy time)",
     "mps": "after the timed window, steps from an idle device (torch.mps.synchronize "
     "before each): data_wait = fetching the batch; host_issue = the training step's call, "
-    "not synchronized; device = step = the batch in hand to the step's work done "
-    "(synchronized: an upper bound on the device's time, the host's issue included; MPS "
-    "has no device-side step timer here); medians over the steps",
+    "not synchronized; step = the batch in hand to the step's work done (synchronized); "
+    "device = step (the synchronized edge, the host's issue included; MPS has no "
+    "device-side step timer here: step - host_issue bounds the device's busy time from "
+    "below); medians over the steps",
     "cpu": "after the timed window, steps one after another: data_wait = fetching the "
     "batch; step = the training step (the CPU computes as it is called: the host's issue "
     "and the device's work are one); cpu = the process's CPU time over the step, all "

@@ -7,11 +7,16 @@ the steady step ``S``), per run:
 * ``data_wait_share`` — the data wait ÷ ``S``;
 * ``host_issue_share`` — the host's time to enqueue one step from an idle device ÷ ``S``
   (CUDA, MPS); none on the CPU, where the host computes as it issues;
-* ``device_busy`` — CUDA: the step's device time (events) ÷ ``S``; MPS: the synchronized
-  edge ÷ ``S`` (an upper bound, the issue included); CPU: the process's CPU time over the
-  step ÷ (the step × torch threads), the share of the cores the step kept busy;
-* ``device_busy_profiler`` — CUDA only: torch.profiler's kernel time per step ÷ ``S``,
-  the cross-check of ``device_busy``.
+* ``device_busy`` — the share of ``S`` the device spent working. CUDA: torch.profiler's
+  kernel time per step ÷ ``S`` (kernels only: the idle gaps while the host is still
+  issuing do not count); MPS, and CUDA where the profiler failed: (``step`` −
+  ``host_issue``) ÷ ``S``, the device's work after the host finished issuing, a lower
+  bound; CPU: the process's CPU time over the step ÷ (the step × torch threads), the
+  share of the cores the step kept busy;
+* ``device_span`` — CUDA only: the CUDA events' span around the step's enqueue ÷ ``S``.
+  It is not busy time: a device that waits for a slow host between kernels is inside
+  the span, so in a launch-bound step the span is about the host's issue time. Kept as
+  the cross-check the events give.
 
 Shares are clipped to [0, 1]. Per workload × device × batch size the table gives the
 median over repeats with the range, and the label from the medians and
@@ -38,7 +43,7 @@ BREAKDOWN_TABLE_COLUMNS = [
     "workload", "device", "batch_size", "repeats", "steady_step_s",
     "data_wait_share", "data_wait_share_low", "data_wait_share_high",
     "host_issue_share", "host_issue_share_low", "host_issue_share_high",
-    "device_busy", "device_busy_low", "device_busy_high", "device_busy_profiler",
+    "device_busy", "device_busy_low", "device_busy_high", "device_span",
     "diagnostic_seconds", "bound", "reason",
 ]  # fmt: skip
 SHARES = ("data_wait_share", "host_issue_share", "device_busy")
@@ -79,15 +84,18 @@ def run_shares(runs: pd.DataFrame) -> pd.DataFrame:
     steady = steady.where(steady > 0)
     backend = fr.text(runs, "backend")
     cpu = backend == "cpu"
-    device, step = fr.num(runs, "bd_device_s"), fr.num(runs, "bd_step_s")
+    step, issue = fr.num(runs, "bd_step_s"), fr.num(runs, "bd_host_issue_s")
     cores = fr.num(runs, "bd_cpu_s") / (step * fr.num(runs, "bd_threads")).where(step > 0)
+    kernel = fr.num(runs, "bd_kernel_s")
+    after_issue = (step - issue).clip(lower=0.0)
+    busy = kernel.where(kernel.notna() & (backend == "cuda"), after_issue) / steady
     out = runs[fr.KEYS].copy()
     out["backend"] = backend
     out["steady_step_s"] = steady
     out["data_wait_share"] = _clip(fr.num(runs, "bd_data_wait_s") / steady)
     out["host_issue_share"] = _clip(fr.num(runs, "bd_host_issue_s") / steady).where(~cpu)
-    out["device_busy"] = _clip((device / steady).where(~cpu, cores))
-    out["device_busy_profiler"] = _clip(fr.num(runs, "bd_kernel_s") / steady)
+    out["device_busy"] = _clip(busy.where(~cpu, cores))
+    out["device_span"] = _clip(fr.num(runs, "bd_device_s") / steady).where(backend == "cuda")
     out["diagnostic_seconds"] = fr.num(runs, "bd_seconds")
     return out
 
@@ -105,7 +113,7 @@ def step_breakdown_table(runs: pd.DataFrame, rule: BoundRule | None = None) -> p
     for (workload, device, batch_size), g in shares.groupby(fr.KEYS, sort=False):
         row = {"workload": workload, "device": device, "batch_size": batch_size,
                "repeats": len(g), "steady_step_s": g["steady_step_s"].median(),
-               "device_busy_profiler": g["device_busy_profiler"].median(),
+               "device_span": g["device_span"].median(),
                "diagnostic_seconds": g["diagnostic_seconds"].median()}  # fmt: skip
         for share in SHARES:
             values = g[share].dropna()
@@ -138,10 +146,10 @@ def _reason(row: Mapping, backend: str, rule: BoundRule) -> str:
         )
     busy = f"device busy {_pct(row['device_busy'])}"
     if backend == "mps":
-        busy += " (an upper bound: synchronized edges)"
-    profiler = row.get("device_busy_profiler")
-    if profiler is not None and np.isfinite(profiler):
-        busy += f" (profiler: {_pct(profiler)})"
+        busy += " (a lower bound: the device's work after the host's issue)"
+    span = row.get("device_span")
+    if span is not None and np.isfinite(span):
+        busy += f" (events' span {_pct(span)})"
     return (
         f"{head}: {busy}, host issue {_pct(row['host_issue_share'])} of the "
         f"{step_ms:.3g} ms step, data wait {_pct(row['data_wait_share'])}"
