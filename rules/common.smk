@@ -325,11 +325,8 @@ def included_records():
 
 
 def baseline_device(workload):
-    """The workload's baseline column: report.baseline_device where it is one of the
-    workload's devices, else its first device (the statistics layer's choice)."""
-    wanted = config["report"]["baseline_device"]
-    devices = DEVICE_ORDER[workload]
-    return wanted if wanted in devices else devices[0]
+    """The workload's baseline column (trainbench.config.baseline_device)."""
+    return tbconfig.baseline_device(config, workload)
 
 
 def reference_path(workload, batch_size, rep):

@@ -148,6 +148,26 @@ CASES = {
         ("bad.yaml line 1", "`devices`", "must be a list"),
         configfiles=("a.yaml", "bad.yaml"),
     ),
+    "a number that is infinite": Case(
+        over("workloads:\n  matmul:\n    min_run_time_s: .inf\n"),
+        ("bad.yaml line 3", "`workloads.matmul.min_run_time_s`", "not a finite number", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a NaN inside a list": Case(
+        over("workloads:\n  matmul:\n    sizes: [16, .nan]\n"),
+        ("bad.yaml line 3", "`workloads.matmul.sizes[1]`", "not a finite number", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a number too large for a float": Case(
+        over("seed: 0\nrepeats: {min: 2, target_ci_halfwidth: 1.0e+999}\n"),
+        ("bad.yaml line 2", "`repeats.target_ci_halfwidth`", "not a finite number", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "training data smaller than one batch": Case(
+        over("workloads:\n  image_cnn:\n    batch_sizes: [16, 64]\n    data: {n_train: 32}\n"),
+        ("bad.yaml line 3", "`workloads.image_cnn.batch_sizes`", "[64]", "n_train", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
     "--config of the wrong kind": Case(
         {}, ("--config", "`workloads`", "must be a mapping"), config=("workloads=3",)
     ),
@@ -391,3 +411,81 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
                 raised.append((path, weird, repr(error)))
     assert len(paths) > 200
     assert raised == []
+
+
+# -- an own model that breaks the TrainingParts contract (trainbench.parts_contract) ---
+
+OWN_MODEL = '''
+import torch
+from torch import nn
+from trainbench.data import BatchTensorDataset, make_loader
+from trainbench.training import TrainingParts
+
+
+def build(ctx):
+    broken = ctx.workload_settings["settings"]["broken"]
+    n = 8 if broken == "tiny_data" else 256
+    x = torch.randn(n + 64, 8, generator=ctx.generator(1))
+    y = (x.sum(dim=1) > 0).long()
+    model = nn.Linear(8, 2)
+
+    def evaluate(model, loader, ctx):
+        if broken == "no_metrics":
+            return {"samples": 64}
+        b = [{k: v.to(ctx.torch_device) for k, v in b.items()} for b in loader]
+        hits = sum((model(d["x"]).argmax(1) == d["y"]).sum().item() for d in b)
+        return {"metrics": {"accuracy": hits / 64}, "samples": 64}
+
+    def loader(rows, shuffle):
+        data = BatchTensorDataset(x=x[rows], y=y[rows])
+        return make_loader(data, ctx.batch_size, shuffle, ctx.generator(2), ctx.loader_kwargs)
+
+    parts = dict(
+        model=model.to(ctx.torch_device),
+        optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
+        train_loader=loader(slice(0, n), True),
+        eval_loader=loader(slice(n, n + 64), False),
+        loss_fn=lambda model, b: (nn.functional.cross_entropy(model(b["x"]), b["y"]), {}),
+        evaluate=evaluate,
+        primary_metric="accuracy",
+    )
+    if broken == "a_dict":
+        return parts
+    if broken == "model_is_a_function":
+        parts["model"] = lambda x: x
+    if broken == "loader_is_a_number":
+        parts["train_loader"] = 5
+    return TrainingParts(**parts)
+'''
+
+BROKEN = {
+    "a_dict": ("returned a builtins.dict, not trainbench.training.TrainingParts", "Fix:"),
+    "model_is_a_function": ("TrainingParts whose model is", "not a torch.nn.Module"),
+    "loader_is_a_number": ("whose train_loader is a builtins.int", "iterable of batches"),
+    "no_metrics": ("evaluate returned no metric 'accuracy'", "Fix:"),
+    "tiny_data": ("`workloads.mine.batch_sizes` has 16", "holds 8 samples", "not one full batch"),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, broken):
+    """Each broken part gives a failed record of class bad_input whose message names
+    the entry and the contract it broke (never `unknown`, never an ok record)."""
+    from helpers import tiny_config
+    from trainbench import config as tbconfig
+    from trainbench.launcher import run_cell
+
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "broken_model.py").write_text(OWN_MODEL)
+    entry = {"entry": "broken_model:build", "python_path": [str(tmp_path / "own")],
+             "batch_sizes": [16], "epochs": 1, "warmup_steps": 1,
+             "settings": {"broken": broken}}  # fmt: skip
+    config = tbconfig.validate_config(tiny_config(devices=["cpu"], workloads={"mine": entry}))
+    spec = tbconfig.cell_spec(config, tbconfig.Cell("mine", "cpu", 16, 0))
+    record = run_cell(spec, tmp_path / "metrics.json", tmp_path / "cell.log")
+    assert record["status"] == "failed", record.get("result", {}).get("eval_parity")
+    error = record["error"]
+    assert error["class"] == "bad_input", error
+    assert "broken_model:build" in error["message"] or broken == "tiny_data", error["message"]
+    for fragment in BROKEN[broken]:
+        assert fragment in error["message"], (fragment, error["message"])

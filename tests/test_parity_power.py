@@ -76,7 +76,8 @@ def _losses(rep: int, error: float, seed: int) -> list[float]:
     return list(REF[rep] * (1 + error * noise))
 
 
-def _runs(column, error, metrics, losses, size=0.0, autocast=None, canary="pass"):
+def _runs(column, error, metrics, losses, size=0.0, autocast=None, canary="pass",
+          evaluation=("pass", 0.01)):  # fmt: skip
     rows = []
     for rep in range(REPEATS):
         seed = 1000 * rep + (hash(column) % 997)
@@ -86,6 +87,8 @@ def _runs(column, error, metrics, losses, size=0.0, autocast=None, canary="pass"
             "final_loss": losses[rep], "primary_metric": "accuracy", "autocast_dtype": autocast,
             "numerics_status": canary, "record": f"{column}-rep{rep}.json", "seconds": 10.0,
             "losses": _losses(rep, error, seed if column != "clean" else 1000 * rep + 1),
+            "eval_parity_status": evaluation[0], "eval_parity_error_ratio": evaluation[1],
+            "eval_parity_metric_difference": 0.0,
         })  # fmt: skip
     return rows
 
@@ -108,6 +111,10 @@ def fake_results() -> dict:
     runs += _runs("bf16", 3e-3, metrics, losses, autocast="bfloat16")
     wrong = [0.5, 0.52, 0.48, 0.51, 0.49]
     runs += _runs("fault3%", 1e-2, wrong, [1.5] * 5, 0.03, canary="fail")
+    # training exactly the baseline's; only the evaluation's outputs wrong
+    runs += _runs("eval-fault1%", 3 * U32, metrics, losses, evaluation=("fail", 100.0))
+    for r in runs[-REPEATS:]:
+        r["losses"] = _losses(r["rep"], 3 * U32, 1000 * r["rep"] + 1)
     chosen = parity_power.columns([0.03])
     return {
         "config": {"parity": {}, "path": "c.yaml", "sha256": "ab" * 32,
@@ -126,7 +133,7 @@ def fake_results() -> dict:
 def test_analysis_of_fake_runs():
     results = parity_analysis.analyse(fake_results())
     found = {c["column"]: c for c in results["comparisons"]}
-    assert list(found) == ["clean", "threads2", "bf16", "fault3%"]
+    assert list(found) == ["clean", "threads2", "bf16", "eval-fault1%", "fault3%"]
     clean = found["clean"]
     assert clean["all"]["parity"] == "identical" and clean["all"]["decided_by"] == "bit-identical"
     assert clean["subsets"] == {"subsets": 10, "size": 3, "outcomes": {"identical": 10},
@@ -156,6 +163,10 @@ def test_analysis_of_fake_runs():
     assert extremes["min"] == pytest.approx(min(ratios))
     assert extremes["max"] == pytest.approx(max(ratios))
     assert extremes["min_cell"] == "image_cnn 32" and "clean" not in total["pair_drift"]
+    evaluation = found["eval-fault1%"]
+    assert evaluation["all"]["parity"] == "fail" and evaluation["all"]["decided_by"] == "eval"
+    assert evaluation["first3"]["parity"] == "fail" and evaluation["same_final"] == "5 of 5"
+    assert total["detected"]["eval-fault1%"]["all"] == 1
     assert results["cost"][0]["baseline_seconds"] == 10.0
     assert results["cost"][0]["reference_seconds"] == 3.0
     text = parity_markdown.render(results)

@@ -43,6 +43,12 @@ BREAKDOWN_COLUMNS = [
     "bd_steps", "bd_seconds", "bd_data_wait_s", "bd_host_issue_s", "bd_step_s",
     "bd_device_s", "bd_kernel_s", "bd_cpu_s", "bd_threads", "bd_error",
 ]  # fmt: skip
+# The final weights evaluated on the device and by the CPU in float64 (trainbench.eval_parity).
+EVAL_PARITY_COLUMNS = [
+    "eval_parity_status", "eval_parity_error", "eval_parity_tolerance",
+    "eval_parity_error_ratio", "eval_parity_metric_difference", "eval_parity_reference",
+    "eval_parity_seconds", "eval_parity_message",
+]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
     "error_class", "error_message", "reason", "attempts", "failed_attempts",
@@ -65,7 +71,7 @@ RUN_COLUMNS = [
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
-    "run_seed", *WALL_COLUMNS, *BREAKDOWN_COLUMNS,
+    "run_seed", *WALL_COLUMNS, *BREAKDOWN_COLUMNS, *EVAL_PARITY_COLUMNS,
     "record",
 ]  # fmt: skip
 
@@ -236,6 +242,19 @@ def _breakdown_facts(breakdown: Mapping | None) -> dict:
     return {column: b.get(key) for column, key in keys.items()}
 
 
+def _eval_parity_facts(parity: Mapping | None) -> dict:
+    """The evaluation comparison (trainbench.eval_parity); absent: none ran."""
+    p = parity or {}
+    keys = {"eval_parity_status": "status", "eval_parity_error": "worst",
+            "eval_parity_tolerance": "tolerance", "eval_parity_error_ratio": "error_over_tolerance",
+            "eval_parity_metric_difference": "metric_difference",
+            "eval_parity_reference": "reference", "eval_parity_seconds": "seconds"}  # fmt: skip
+    facts = {column: p.get(key) for column, key in keys.items()}
+    problems = [*(p.get("mismatched") or []), *([p["error"]] if p.get("error") else [])]
+    facts["eval_parity_message"] = "; ".join(problems)[:500] or None
+    return facts
+
+
 def _start_facts(attempts: list) -> dict:
     """How the final attempt's child started (trainbench.fork_server): ``fork_server``
     or ``spawn``; the server (host:pid:start time, one per run and environment) and its
@@ -316,6 +335,7 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         **_wall_facts(r.wall_time),
         **_start_facts(r.attempts),
         **(_breakdown_facts(result.step_breakdown) if result.is_training else {}),
+        **(_eval_parity_facts(result.eval_parity) if result.is_training else {}),
         "record": source,
     }
     return {column: row.get(column) for column in RUN_COLUMNS}

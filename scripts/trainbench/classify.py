@@ -1,6 +1,6 @@
 """Classify how a cell died, from what the child reported and what it left behind.
 
-Order (first match wins): oom -> compile_failed -> unsupported_op -> dtype ->
+Order (first match wins): bad_input -> oom -> compile_failed -> unsupported_op -> dtype ->
 placement -> accelerator_error -> signal -> timeout -> nan_loss -> unknown. The patterns are
 the messages PyTorch prints on CUDA and MPS (see docs/measurement-reference.md).
 """
@@ -125,6 +125,8 @@ def classify(
     if timed_out and not exception_type:
         # A hang is a hang even if the kill left a traceback or signal behind.
         return Classification("timeout", hint)
+    if names & {"BadInputError"}:  # the cell's input broke a contract (parts_contract)
+        return Classification("bad_input", hint)
     if names & {"OutOfMemoryError"} or _search(OOM_PATTERNS, *texts):
         return Classification("oom", hint)
     if names & COMPILE_ERROR_NAMES or _search(COMPILE_PATTERNS, *texts):

@@ -306,6 +306,14 @@ def workload_devices(config: dict, workload: str) -> list[str]:
     return [v.id for v in device_variants(config, wl.get("devices"), workload)]
 
 
+def baseline_device(config: dict, workload: str) -> str:
+    """The workload's baseline column: ``report.baseline_device`` where it is one of the
+    workload's devices, else its first device (the statistics layer's choice)."""
+    wanted = config["report"]["baseline_device"]
+    devices = workload_devices(config, workload)
+    return wanted if wanted in devices else devices[0]
+
+
 def iter_device_ids(config: dict) -> Iterator[str]:
     seen = set()
     for workload in enabled_workloads(config):
@@ -401,6 +409,9 @@ def cell_spec(
         "timing": copy.deepcopy(config["timing"]),
         "data_path": data_path,
         "faults": faults_for(config, cell),
+        # the final weights evaluated on the device and by the CPU in float64
+        # (trainbench.eval_parity): every device but the workload's baseline
+        "eval_parity": cell.device != baseline_device(config, cell.workload),
     }
     if variant.compile:  # only compiled cells carry it: eager cells keep their hash
         spec["compile"] = variant.compile

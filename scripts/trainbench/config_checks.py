@@ -38,6 +38,7 @@ def semantic_problems(config: dict) -> list[str]:
         data = wl.get("data") or {}
         source = data.get("source")
         problems += _data_path_problems(name, data)
+        problems += _full_batch_problems(name, wl, data)
         pretrained = (wl.get("model") or {}).get("pretrained")
         if pretrained:
             problem = pretrained_problem(pretrained)
@@ -82,6 +83,22 @@ def semantic_problems(config: dict) -> list[str]:
         problems += _thread_problems(config)
     problems += _baseline_problems(config)
     return problems
+
+
+def _full_batch_problems(name: str, wl: dict, data: dict) -> list[str]:
+    """A training split of ``data.n_train`` samples smaller than a batch size: no full
+    batch would run, and the record would claim a batch size that never ran."""
+    n_train = data.get("n_train")
+    sizes = [bs for bs in wl.get("batch_sizes") or [] if isinstance(bs, int)]
+    too_big = sorted(bs for bs in sizes if isinstance(n_train, int) and bs > n_train)
+    if not too_big:
+        return []
+    return [
+        f"`workloads.{name}.batch_sizes` has {too_big}, larger than "
+        f"`workloads.{name}.data.n_train` ({n_train}): not one full training batch would "
+        "run, so a record would claim a batch size that never ran. Fix: use batch sizes "
+        f"of at most {n_train}, or raise data.n_train."
+    ]
 
 
 # Where a data source reads from: (key, required, what it must be, what it holds).
@@ -164,15 +181,18 @@ def path_problem(key: str, value: str, kind: str, fix: str) -> str | None:
     return f"`{key}` = {value!r} {what}{where}. Fix: {fix}."
 
 
+SIZED_FAULTS = ("silent_numeric_error", "eval_output_error")
+
+
 def _fault_problems(config: dict, faults: list[dict]) -> list[str]:
     """A fault aimed at no cell would silently inject nothing: name it. So would a
     ``size`` on a fault that takes none."""
     problems = []
     for i, fault in enumerate(faults):
-        if fault.get("size") is not None and fault["fault"] != "silent_numeric_error":
+        if fault.get("size") is not None and fault["fault"] not in SIZED_FAULTS:
             problems.append(
-                f"`fault_injection[{i}].size` is set, but only silent_numeric_error takes a "
-                f"size ({fault['fault']!r} does not). Fix: remove `size`."
+                f"`fault_injection[{i}].size` is set, but only {' and '.join(SIZED_FAULTS)} "
+                f"take a size ({fault['fault']!r} does not). Fix: remove `size`."
             )
         workload = fault["workload"]
         if workload not in config["workloads"]:

@@ -10,6 +10,7 @@ config."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any
@@ -216,7 +217,16 @@ def shape_problems(data: Any) -> list[tuple[tuple, str]]:
                 stack.append((item, (*path, key), inner))
         elif isinstance(value, list):
             stack.extend((item, (*path, i), inner) for i, item in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append((path, _non_finite_problem(value)))
     return sorted(problems, key=lambda p: list(map(str, p[0])))
+
+
+def _non_finite_problem(value: float) -> str:
+    return (
+        f"is {value}, not a finite number (YAML reads .inf, -.inf, .nan and numbers too "
+        "large for a float, such as 1.0e+999, so). Fix: write a finite number"
+    )
 
 
 def _key_problem(key: Any) -> str:

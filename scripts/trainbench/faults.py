@@ -6,7 +6,9 @@ test's environment), and the child refuses it again unless the launcher marked
 the spec as allowed. Each fault imitates a failure seen in the field: the same
 exception class and message, or a real signal. ``silent_numeric_error`` (an entry
 may carry ``size``, default 0.1) makes the device's math silently wrong for the whole
-run instead: see :mod:`trainbench.numeric_fault`.
+run instead: see :mod:`trainbench.numeric_fault`; ``eval_output_error`` (``size``
+too) makes only the evaluation's outputs wrong, training untouched: see
+:mod:`trainbench.eval_parity`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ FAULTS = (
     "silent_corruption",
     "compile_failed",
     "silent_numeric_error",
+    "eval_output_error",
 )
 
 
@@ -59,7 +62,7 @@ def active_fault(spec: dict, attempt: int) -> str | None:
 
 def inject(fault: str) -> None:
     """Trigger ``fault`` now. Faults that corrupt results instead of raising
-    (nan_loss, silent_corruption) are handled by the training loop;
+    (nan_loss, silent_corruption, eval_output_error) are handled by the training loop;
     silent_numeric_error by the child (:mod:`trainbench.numeric_fault`)."""
     if fault == "exception":
         raise InjectedFault("injected Python exception")
@@ -103,6 +106,6 @@ def inject(fault: str) -> None:
             raise RuntimeError("injected: the compiler backend refused the graph")
 
         torch.compile(lambda x: x + 1, backend=refusing_backend)(torch.ones(1))
-    if fault in ("nan_loss", "silent_corruption", "silent_numeric_error"):
+    if fault in ("nan_loss", "silent_corruption", "silent_numeric_error", "eval_output_error"):
         return
     raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")

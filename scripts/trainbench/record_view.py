@@ -247,6 +247,7 @@ class Result:
     mining: Mining = Mining()
     verification: Mapping[str, Any] = field(default_factory=dict)
     step_breakdown: Mapping[str, Any] | None = None  # the diagnostic pass (step_breakdown.py)
+    eval_parity: Mapping[str, Any] | None = None  # trainbench.eval_parity (None: not run)
     energy: Energy | None = None  # None: no energy section (microbenchmarks, old runs)
     sizes: list = field(default_factory=list)  # microbenchmark: one entry per matrix size
 

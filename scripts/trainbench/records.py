@@ -21,6 +21,7 @@ from .atomic_files import atomic_write_text, current_umask  # noqa: F401 - re-ex
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "unavailable")
 ERROR_CLASSES = (
+    "bad_input",
     "oom",
     "compile_failed",
     "unsupported_op",

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from . import step_breakdown, wall_time
+from . import eval_parity, step_breakdown, wall_time
 from .classify import COMPILE_ERROR_NAMES
 from .context import RunContext, check_autocast_kernels
 from .data import batch_size_of, staged_batches
@@ -36,6 +36,7 @@ from .measurement import (
     extension_steps_needed,
     measurement_window,
 )
+from .parts_contract import check_evaluation, check_full_batch
 from .trackers import (
     EVAL,
     TRAIN,
@@ -174,19 +175,15 @@ class TrainingLoop:
         self.verification: dict = {}
         self.first_step_seconds: float | None = None
         self.breakdown: dict | None = None  # the diagnostic pass (diagnose_steps)
+        self.final_evaluation: eval_parity.FinalEvaluation | None = None
+        self.eval_parity: dict | None = None  # trainbench.eval_parity, after it
         self._autocast_flag: bool | None = None
         self.global_step = 0
 
     def _steps_per_epoch(self, max_steps) -> int:
+        check_full_batch(self.parts, self.ctx)
         steps = len(self.parts.train_loader)  # type: ignore[arg-type]
-        if max_steps:
-            steps = min(steps, int(max_steps))
-        if steps < 1:
-            raise ValueError(
-                "the training split yields no full batch at this batch size; "
-                "lower batch_size or add data"
-            )
-        return steps
+        return min(steps, int(max_steps)) if max_steps else steps
 
     # -- one step ------------------------------------------------------------------
 
@@ -428,6 +425,10 @@ class TrainingLoop:
             ),
         ):
             evaluation = parts.evaluate(parts.model, parts.eval_loader, self.ctx)
+        check_evaluation(evaluation, parts, self.ctx, parts.score)
+        evaluation = eval_parity.faulted(evaluation, self.ctx)  # a test fault, else as is
+        if epoch == self.epochs and eval_parity.wanted(self):
+            self.final_evaluation = eval_parity.FinalEvaluation.take(parts.model, dict(evaluation))
         outputs = evaluation.pop("outputs", None)
         if epoch is not None and parts.score is not None:
             evaluation["metrics"] = parts.score(outputs)
@@ -473,6 +474,7 @@ class TrainingLoop:
             self.calibrate_evaluation()
             self.extend_short_window()
             self.diagnose_steps()
+            self.eval_parity = eval_parity.run(self, self.final_evaluation)
         with wall_time.span("analysis"):
             result = self.result()
         return self.parts.finish(result) if self.parts.finish is not None else result
@@ -523,6 +525,7 @@ class TrainingLoop:
             },
             "eval": eval_window(self.eval_passes, self.protocol),
             "step_breakdown": self.breakdown,
+            "eval_parity": self.eval_parity,
             "host": self.host.summary(),
             "memory": self.memory.summary(),
             "energy": self.energy.summary(samples=sum(self.step_samples[1:])),

@@ -39,6 +39,7 @@ PHASES = (
     "extension",
     "evaluation",
     "step_breakdown",
+    "eval_parity",
     "training_bookkeeping",
     "analysis",
     "writing",
@@ -69,7 +70,7 @@ METHOD = (
     "a phase is the time between its marks. The training loop is split by the result's "
     "own step and pass timings: warm-up steps (step 0 included), window steps of the "
     "configured epochs, extension steps, evaluation passes, the diagnostic pass after them "
-    "(step_breakdown); training_bookkeeping is the "
+    "(step_breakdown), evaluation parity after that (eval_parity); training_bookkeeping is the "
     "rest of the loop (tracker set-up and idle power, step 0's checks, region edges, "
     "between-epoch work such as hard-negative mining, evaluation scoring, the "
     "workload's finish). unattributed: the attempt's duration not inside any phase "
@@ -162,12 +163,11 @@ def loop_phases(loop_seconds: float, result: Mapping | None, marks: Mapping) -> 
     phases = measured_phases(result)
     # The diagnostic pass after the timed window (trainbench.step_breakdown): its own
     # phase, outside measurement (it explains the measurement, it is not part of it).
-    breakdown = (
-        ((result or {}).get("step_breakdown") or {})
-        if (result or {}).get("kind") == "training"
-        else {}
-    )
-    phases["step_breakdown"] = float(breakdown.get("seconds") or 0.0)
+    # Evaluation parity after it (trainbench.eval_parity): a verification, its own phase.
+    training = (result or {}).get("kind") == "training"
+    for phase in ("step_breakdown", "eval_parity"):
+        part = ((result or {}).get(phase) or {}) if training else {}
+        phases[phase] = float(part.get("seconds") or 0.0)
     start, end = marks.get("analysis_start"), marks.get("analysis_end")
     phases["analysis"] = end - start if start is not None and end is not None else 0.0
     phases["training_bookkeeping"] = loop_seconds - sum(phases.values())

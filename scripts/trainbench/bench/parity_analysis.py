@@ -38,11 +38,14 @@ BASELINE, REFERENCE = "baseline", "reference"
 ORDER = ("clean", "threads2", "avx2", "bf16")  # then the faults by size
 RUN_FIELDS = ("status", "final_metric", "final_loss", "primary_metric", "numerics_status",
               "numerics_failed_ops", "error_class", "error_message", "autocast_dtype",
-              "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "torch_threads")  # fmt: skip
+              "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "torch_threads",
+              "eval_parity_status", "eval_parity_error_ratio", "eval_parity_metric_difference",
+              "eval_parity_seconds")  # fmt: skip
 KEPT = ("parity", "rule", "pairs", "precision", "compared_steps", "drift_multiplier", "drift_low",
         "drift_median", "drift_high", "device_error", "baseline_error", "drift_within",
         "metric_diff", "metric_low", "metric_high", "metric_margin", "metric_within",
-        "loss_diff", "loss_low", "loss_high", "loss_margin", "loss_within", "interval")  # fmt: skip
+        "loss_diff", "loss_low", "loss_high", "loss_margin", "loss_within", "interval",
+        "eval_parity", "eval_repeats", "eval_error_ratio", "eval_metric_diff")  # fmt: skip
 
 
 def json_scalar(value: Any) -> Any:
@@ -109,7 +112,9 @@ def decided_by(row: Mapping) -> str:
     if outcome == FAIL:
         failed = [("drift", row.get("drift_within")), ("metric", row.get("metric_within")),
                   ("loss", row.get("loss_within"))]  # fmt: skip
-        return " + ".join(name for name, within in failed if within is False)
+        names = [name for name, within in failed if within is False]
+        names += ["eval"] if row.get("eval_parity") == FAIL else []
+        return " + ".join(names)
     if outcome == PASS:
         return "drift"
     rule = row.get("rule") or ""

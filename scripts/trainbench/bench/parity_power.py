@@ -19,7 +19,10 @@ column starts from the same weights and sees the same batches):
   AVX-512 ones), ``bf16`` (CPU bf16 autocast: judged with the reduced-precision
   envelope);
 * faults: ``fault<size>``, the baseline with the test fault ``silent_numeric_error``
-  (:mod:`trainbench.numeric_fault`) of each size in :data:`SIZES`.
+  (:mod:`trainbench.numeric_fault`) of each size in :data:`SIZES`; ``eval-fault<size>``,
+  the baseline with the test fault ``eval_output_error`` (:mod:`trainbench.eval_parity`:
+  only the evaluation's outputs wrong, training untouched) of each size in
+  :data:`EVAL_SIZES`.
 
 Every run is a real cell through the launcher (a fresh child process, the canary
 first), as ``snakemake`` runs it; the timing protocol's extras that only serve speed
@@ -52,6 +55,7 @@ import yaml
 from .. import config as tbconfig
 from .. import workloads
 from ..atomic_files import atomic_write_text
+from ..eval_parity import FAULT as EVAL_FAULT
 from ..numeric_fault import FAULT
 from ..records import atomic_write_json
 from ..tables import compact
@@ -61,6 +65,7 @@ from .workers import run_in_workers
 
 REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
+EVAL_SIZES = (0.01,)
 BASELINE, REFERENCE, CLEAN = "baseline", "reference", "clean"
 BENIGN = ("threads2", "avx2", "bf16")
 ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
@@ -76,6 +81,7 @@ class Column:
     env: dict = field(default_factory=dict)
     autocast: str = "off"
     size: float = 0.0
+    fault: str = FAULT  # the test fault of a fault column
 
     def describe(self) -> str:
         parts = [f"{self.threads} thread{'s' if self.threads > 1 else ''}"]
@@ -83,7 +89,7 @@ class Column:
         if self.autocast != "off":
             parts.append(f"{self.autocast} autocast")
         if self.kind == "fault":
-            parts.append(f"{FAULT} size {compact(self.size)}")
+            parts.append(f"{self.fault} size {compact(self.size)}")
         if self.kind == REFERENCE:
             parts = ["float64, the first reference steps"]
         return ", ".join(parts)
@@ -99,7 +105,9 @@ def columns(sizes: Sequence[float] = SIZES) -> dict[str, Column]:
         Column("avx2", "benign", env={ISA_VARIABLE: "AVX2"}),
         Column("bf16", "benign", autocast="bf16"),
         *[Column(f"fault{compact(100 * s)}%", "fault", size=float(s)) for s in sizes],
-    ]
+        *[Column(f"eval-fault{compact(100 * s)}%", "fault", size=float(s), fault=EVAL_FAULT)
+          for s in EVAL_SIZES],
+    ]  # fmt: skip
     return {c.name: c for c in found}
 
 
@@ -185,13 +193,16 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
     device = f"cpu-t{column.threads}"
     if column.kind == "fault":
         config["fault_injection"] = [
-            {"workload": job.workload, "device": device, "fault": FAULT, "size": column.size}
+            {"workload": job.workload, "device": device, "fault": column.fault, "size": column.size}
         ]
     spec = tbconfig.cell_spec(
         config, tbconfig.Cell(job.workload, device, job.batch_size, job.rep), data_path=data_path
     )
     spec["device_settings"]["env"] = {**spec["device_settings"].get("env", {}), **column.env}
     spec["device_settings"]["autocast"] = column.autocast
+    # every column's evaluation is compared with CPU float64 (the baseline's too, so
+    # that the clean column stays the baseline's very cell)
+    spec["eval_parity"] = True
     spec["config_hash"] = tbconfig.config_hash(spec)
     return spec
 

@@ -24,7 +24,14 @@ compares them **pair by pair**, per workload × device × batch size, with two c
    seed moves it. Within the margin proves little (seeds move results a lot): it never
    passes a device alone.
 
-**Row outcome** (``parity``), first match wins:
+3. **Evaluation** (trainbench.eval_parity, can fail a device and is needed to pass
+   one): each ok repeat's last-epoch evaluation outputs on the device against the same
+   weights evaluated by the CPU in float64, within the canary's tolerance for the
+   device's precision. Columns ``eval_parity`` (pass, fail, error, not run),
+   ``eval_repeats``, ``eval_error_ratio`` (worst error ÷ tolerance over the repeats),
+   ``eval_metric_diff`` (the primary metric, device − reference, of largest size).
+
+**Row outcome** (``parity``) of the training checks, first match wins:
 
 1. ``not comparable`` — no final metric or loss on both sides;
 2. ``identical`` — every pair bit-identical (per-step losses, else final metric and
@@ -34,6 +41,10 @@ compares them **pair by pair**, per workload × device × batch size, with two c
 5. ``pass`` — the drift is within its envelope;
 6. ``insufficient data`` — no drift judgement: no float64 reference (the rule says why),
    too few steps, or the pairs disagree.
+
+Then the evaluation: any repeat's evaluation failing makes the row ``fail``; a ``pass``
+or ``identical`` row whose repeats do not all have an evaluation pass becomes
+``insufficient data``.
 
 **Columns**: workload, device, batch_size, primary_metric; precision (the device's
 coarsest arithmetic: its autocast dtype, TF32, else float32), unit_roundoff; pairs;
@@ -71,6 +82,7 @@ DEFAULT_GROSS_SDS = 3.0
 SD_CONFIDENCE = 0.90  # the gross margin uses this upper confidence bound of the seed SD
 
 PASS, FAIL, IDENTICAL = "pass", "fail", "identical"
+EVAL_NOT_RUN = "not run"
 INSUFFICIENT, NOT_COMPARABLE = "insufficient data", "not comparable"
 
 PARITY_COLUMNS = [
@@ -79,7 +91,8 @@ PARITY_COLUMNS = [
     "drift_high", "device_error", "baseline_error", "drift_within",
     "final_metric", "baseline_metric", "metric_diff", "metric_low", "metric_high",
     "metric_margin", "metric_within", "final_loss", "baseline_loss", "loss_diff",
-    "loss_low", "loss_high", "loss_margin", "loss_within", "interval", "parity", "rule",
+    "loss_low", "loss_high", "loss_margin", "loss_within", "interval",
+    "eval_parity", "eval_repeats", "eval_error_ratio", "eval_metric_diff", "parity", "rule",
 ]  # fmt: skip
 
 
@@ -253,7 +266,68 @@ def _identical(drifts: list[PairDrift], dev: dict, base: dict, keys: list[int]) 
     return bool(same) and all(same)
 
 
+def _status(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def eval_comparison(rows: list[dict]) -> dict:
+    """The evaluation comparison of a device's ok repeats (trainbench.eval_parity, the
+    runs' ``eval_parity_*`` columns): ``fail`` when any repeat failed, ``error`` when
+    one could not be compared, ``not run`` when a repeat has none, else ``pass``; the
+    worst error ÷ tolerance and the metric difference of largest size."""
+    statuses = [_status(r.get("eval_parity_status")) for r in rows]
+    ratios = [_known(r.get("eval_parity_error_ratio")) for r in rows]
+    ratios = [float(x) for x in ratios if x is not None and math.isfinite(float(x))]
+    diffs = [_known(r.get("eval_parity_metric_difference")) for r in rows]
+    diffs = [float(x) for x in diffs if x is not None]
+    if FAIL in statuses:
+        status = FAIL
+    elif "error" in statuses:
+        status = "error"
+    elif not statuses or None in statuses:
+        status = EVAL_NOT_RUN
+    else:
+        status = PASS
+    return {
+        "eval_parity": status,
+        "eval_repeats": sum(x in (PASS, FAIL) for x in statuses),
+        "eval_error_ratio": max(ratios) if ratios else np.nan,
+        "eval_metric_diff": max(diffs, key=abs) if diffs else np.nan,
+    }
+
+
+def _eval_text(found: dict, n: int) -> str:
+    status, ratio = found["eval_parity"], found["eval_error_ratio"]
+    if status in (PASS, FAIL):
+        worst = f"worst error {compact(ratio)}x its tolerance" if pd.notna(ratio) else "not finite"
+        diff = found["eval_metric_diff"]
+        metric = f", metric difference {compact(diff)}" if pd.notna(diff) else ""
+        verb = "matches" if status == PASS else "differs from"
+        return (f"evaluation {verb} CPU float64 in {found['eval_repeats']} of "
+                f"{fr.plural(n, 'repeat')} ({worst}{metric})")  # fmt: skip
+    if status == "error":
+        return "evaluation parity could not be computed in a repeat (its record says why)"
+    return "no evaluation parity in every repeat (records made without it, or a baseline)"
+
+
 def _row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dict:
+    """The training comparison (:func:`_training_row`), then the evaluation's: a failed
+    evaluation fails the row; a pass or identical row without an evaluation pass in
+    every repeat is insufficient data."""
+    row = _training_row(key, dev, base, base_all, context)
+    found = eval_comparison(list(dev.values()))
+    row.update(found)
+    text = _eval_text(found, len(dev))
+    if found["eval_parity"] == FAIL:
+        row["parity"], row["rule"] = FAIL, f"{text}; {row['rule']}"
+    elif row["parity"] in (PASS, IDENTICAL) and found["eval_parity"] != PASS:
+        row["parity"], row["rule"] = INSUFFICIENT, f"{text}. {row['rule']}"
+    else:
+        row["rule"] = f"{row['rule']}; {text}"
+    return row
+
+
+def _training_row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dict:
     workload, batch_size, device = key
     settings, losses, refs = context["settings"], context["losses"], context["references"]
     precision = _precision(list(dev.values()))

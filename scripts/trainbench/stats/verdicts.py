@@ -264,7 +264,12 @@ def _parity_item(rows: list[dict], speed_sizes: list) -> tuple[str, str] | None:
     by_size = {r["batch_size"]: r for r in rows}
     for bs, r in sorted(by_size.items()):
         if r["parity"] == "fail":
-            if _is_false(r["drift_within"]):
+            if r.get("eval_parity") == "fail":
+                what = (
+                    "its evaluation outputs differ from CPU float64 "
+                    f"({compact(r['eval_error_ratio'])}x the tolerance)"
+                )
+            elif _is_false(r["drift_within"]):
                 what = (
                     f"its losses drift from float64 {compact(r['drift_low'])}–"
                     f"{compact(r['drift_high'])}x the {r['precision']} envelope"

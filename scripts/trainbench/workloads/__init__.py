@@ -123,6 +123,7 @@ def run(ctx: Any) -> dict:
     from .. import wall_time
 
     wall_time.mark("workload_start")
+    from ..parts_contract import check_full_batch, check_parts
     from ..training import run_training
 
     name, settings = ctx.spec["cell"]["workload"], ctx.workload_settings
@@ -136,6 +137,8 @@ def run(ctx: Any) -> dict:
     build = load_entry(found.entry, settings.get("python_path") or ["."])
     wall_time.mark("entry_loaded")
     parts = build(ctx)
+    check_parts(parts, ctx)  # an own model's contract, named in a bad_input record
+    check_full_batch(parts, ctx)
     wall_time.mark("parts_built")
     # The loop marks its own analysis (TrainingLoop.run: steady state, windows, summaries).
     with wall_time.span("loop"):

@@ -35,6 +35,7 @@ from torch import nn
 from ..context import RunContext
 from ..data import BatchTensorDataset
 from ..devices import fused_optimizer
+from ..precision import upcast
 from ..training import TrainingParts, run_training
 from .clip_data import (  # noqa: F401 (the data API, also reached as clip.*)
     BOS,
@@ -189,7 +190,8 @@ def contrastive_step(groups: np.ndarray) -> Step:
         dim = images[0].shape[1]
         packed = torch.cat(
             [torch.cat(images).flatten(), torch.cat(texts).flatten(), model.scale().reshape(1)]
-        ).float()
+        )
+        packed = upcast(packed)
         return {"outputs": (packed.cpu(), n, dim), "samples": n}
 
     def score(outputs) -> dict:

@@ -254,8 +254,9 @@ def load_image_data(ctx: RunContext) -> tuple[dict, dict[str, torch.Tensor]]:
 
 
 def classification_step(loss_module: nn.Module) -> Step:
-    """Cross-entropy step (counting correct predictions) and an evaluation that
-    returns accuracy and mean loss over the whole loader."""
+    """Cross-entropy step (counting correct predictions); evaluation gathers the
+    logits on the device (per-sample outputs, one transfer at the end) and ``score``
+    computes accuracy and mean loss from them."""
 
     def loss_fn(model, batch):
         logits = model(batch["image"])
@@ -264,21 +265,21 @@ def classification_step(loss_module: nn.Module) -> Step:
         return loss, {"correct": correct}
 
     def evaluate(model, loader, ctx):
-        correct = torch.zeros((), dtype=torch.long, device=ctx.torch_device)
-        loss_sum = torch.zeros((), dtype=torch.float32, device=ctx.torch_device)
-        n = 0
+        logits, labels = [], []
         for batch in loader:
             batch = to_device(batch, ctx.torch_device)
-            logits = model(batch["image"])
-            loss_sum += loss_module(upcast(logits), batch["label"]) * len(batch["label"])
-            correct += (logits.argmax(dim=1) == batch["label"]).sum()
-            n += len(batch["label"])
-        return {
-            "metrics": {"accuracy": correct.item() / n, "loss": loss_sum.item() / n},
-            "samples": n,
-        }
+            logits.append(upcast(model(batch["image"])))
+            labels.append(batch["label"])
+        outputs = (torch.cat(logits).cpu(), torch.cat(labels).cpu())
+        return {"outputs": outputs, "samples": len(outputs[1])}
 
-    return Step(loss_fn, evaluate)
+    def score(outputs) -> dict:
+        logits, labels = outputs
+        loss = loss_module(logits, labels)
+        correct = (logits.argmax(dim=1) == labels).sum()
+        return {"accuracy": int(correct) / len(labels), "loss": float(loss)}
+
+    return Step(loss_fn, evaluate, score)
 
 
 def build_parts(ctx: RunContext) -> TrainingParts:

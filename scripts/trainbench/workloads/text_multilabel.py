@@ -280,7 +280,7 @@ def multilabel_step(threshold: float, label_names: list[str]) -> Step:
             batch = to_device(batch, ctx.torch_device)
             out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
             loss_sum += multilabel_loss(out.logits, batch["labels"]) * len(batch["labels"])
-            logits.append(out.logits.float())
+            logits.append(upcast(out.logits))
             labels.append(batch["labels"])
             n += len(batch["labels"])
         # One transfer at the end: the predictions leave the device once.

@@ -298,7 +298,7 @@ def retrieval_step(
     """Contrastive step over the batch's documents and the mined hard negatives;
     evaluation encodes the held-out queries and the whole bank, and ``score`` ranks the
     bank (FAISS) for recall@k and MRR."""
-    bank, device = negatives.bank, negatives.ctx.torch_device
+    bank = negatives.bank
 
     def loss_fn(model, batch):
         q = model.encode_query(batch["query"])
@@ -316,11 +316,11 @@ def retrieval_step(
         return loss, {"correct": (logits.argmax(dim=1) == labels).sum()}
 
     def evaluate(model, loader, ctx):
-        queries, positives = [], []
+        queries, positives, on = [], [], ctx.torch_device
         for batch in loader:
-            queries.append(model.encode_query(batch["query"].to(device, non_blocking=True)))
+            queries.append(model.encode_query(batch["query"].to(on, non_blocking=True)))
             positives.append(batch["pos"])
-        docs = encode_all(model.encode_doc, bank, encode_bs)
+        docs = encode_all(model.encode_doc, bank.to(on), encode_bs)
         q = torch.cat(queries)
         # One transfer at the end; FAISS gets CPU float32 contiguous arrays only.
         return {
