@@ -22,8 +22,11 @@ def run(workload, device, batch_size, rep, status="ok", **values) -> dict:
         "eval_short_window": False, "primary_metric": "accuracy", "final_metric": np.nan,
         "final_loss": np.nan, "all_on_device": True, "autocast_requested": False,
         "autocast_active": False, "cpu_fallback_ops": "", "git_commit": "abc123",
+        "eval_parity_status": "pass", "eval_parity_error_ratio": 0.01,
+        "eval_parity_metric_difference": 0.0,
     }  # fmt: skip
     if status != "ok":
+        row["eval_parity_status"] = row["eval_parity_error_ratio"] = None
         for key in ("samples_per_s", "window_steps", "window_seconds", "step_robust_cv"):
             row[key] = np.nan
         row["steady_state"] = None

@@ -160,6 +160,36 @@ def test_identical_too_few_pairs_disagreeing_pairs_and_missing_references():
     assert stats.parity_table(frame(alone.runs), "cpu")["parity"].tolist() == ["not comparable"]
 
 
+def test_the_evaluation_comparison_fails_a_device_and_is_needed_to_pass_one():
+    """Training right, evaluation wrong (an eval-only fault): fail, even when the losses
+    are bit-identical; a repeat without the comparison leaves a pass insufficient."""
+    t = synthetic()
+    t.device("evalbug", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99],
+             eval_parity_status="fail", eval_parity_error_ratio=98.0,
+             eval_parity_metric_difference=-0.02)  # fmt: skip
+    t.device("evaltwin", [None] * 3, BASE_METRIC, BASE_LOSS, eval_parity_status="fail",
+             eval_parity_error_ratio=120.0)  # fmt: skip
+    t.device("old", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99],
+             eval_parity_status=None, eval_parity_error_ratio=None)  # fmt: skip
+    table = t.table()
+    bug = one(table, "evalbug")
+    assert bug["drift_within"] and bug["eval_parity"] == "fail", bug["rule"]
+    assert bug["parity"] == "fail" and bug["eval_error_ratio"] == 98.0
+    assert bug["eval_metric_diff"] == -0.02 and bug["eval_repeats"] == 3
+    assert bug["rule"].startswith("evaluation differs from CPU float64 in 3 of 3 repeats")
+    assert one(table, "evaltwin")["parity"] == "fail"
+    old = one(table, "old")
+    assert old["drift_within"] and old["eval_parity"] == "not run"
+    assert old["parity"] == "insufficient data" and "no evaluation parity" in old["rule"]
+    kernels = one(table, "kernels")
+    assert kernels["parity"] == "pass" and kernels["eval_parity"] == "pass"
+    assert "evaluation matches CPU float64 in 3 of 3 repeats" in kernels["rule"]
+    verdicts = verdicts_table(frame(t.runs), pd.DataFrame(), table, {"w": "cpu"}, ["w"])
+    bug_verdict = verdicts[verdicts["device"] == "evalbug"].iloc[0]
+    assert bug_verdict["status"] == "not working"
+    assert "evaluation outputs differ from CPU float64 (98x the tolerance)" in bug_verdict["text"]
+
+
 def test_five_pairs_use_a_bootstrap_interval_of_the_median():
     ratios = np.array([0.2, 0.3, 0.25, 0.28, 0.22])
     low, high, kind = parity.interval_of(ratios)
@@ -273,7 +303,7 @@ def test_size_is_validated():
                 {**copy.deepcopy(base), "fault_injection": [{**fault, "size": bad}]}
             )
     wrong_fault = {**fault, "fault": "exception", "size": 0.1}
-    with pytest.raises(tbconfig.ConfigError, match="only silent_numeric_error takes a size"):
+    with pytest.raises(tbconfig.ConfigError, match="only silent_numeric_error and eval_output_error take a size"):
         tbconfig.validate_config({**copy.deepcopy(base), "fault_injection": [wrong_fault]})
     with pytest.raises(ValueError, match="size"), silent_numeric_error(0, "cpu"):
         pass
@@ -316,7 +346,12 @@ def cells(tmp_path_factory):
                     {"workload": "image_cnn", "device": "cpu", "fault": "silent_numeric_error",
                      "size": FAULT_SIZE}
                 ]  # fmt: skip
+            if role == "eval-fault":
+                cfg["fault_injection"] = [
+                    {"workload": "image_cnn", "device": "cpu", "fault": "eval_output_error"}
+                ]
             spec = tbconfig.cell_spec(cfg, tbconfig.Cell("image_cnn", "cpu", 32, rep), str(data))
+            spec["eval_parity"] = role.startswith("eval-")  # cpu is the baseline here
             folder = root / f"{role}-{seed}-{rep}"
             record = run_cell(spec, folder / "metrics.json", folder / "cell.log")
             done[role, seed, rep] = {**run_row(record, str(folder)), "the_record": record}
@@ -334,6 +369,24 @@ def test_a_faulted_cell_finishes_ok_silently_wrong(cells):
     assert faulted["numerics_status"] == "fail"  # the canary sees it, as on a real MPS bug
     assert "matmul_square" in faulted["numerics_failed_ops"]
     assert "addcdiv_noncontiguous" in faulted["numerics_failed_ops"]
+
+
+def test_an_eval_only_fault_leaves_training_alone_and_fails_the_evaluation_comparison(cells):
+    clean, faulted = cells("eval-clean", 100, 0), cells("eval-fault", 100, 0)
+    assert clean["status"] == faulted["status"] == "ok"
+    steps = [r["the_record"]["result"]["steps"]["losses"] for r in (clean, faulted)]
+    assert steps[0] == steps[1]  # training untouched, bit for bit
+    assert clean["numerics_status"] == faulted["numerics_status"] == "pass"
+    assert clean["eval_parity_status"] == "pass", clean["the_record"]["result"]["eval_parity"]
+    assert clean["eval_parity_error"] < 1e-5 and clean["eval_parity_tolerance"] == 1e-4
+    assert clean["eval_parity_metric_difference"] == 0.0
+    assert clean["eval_parity_reference"] == "CPU float64"
+    found = faulted["the_record"]["result"]["eval_parity"]
+    assert found["status"] == "fail" and found["error_over_tolerance"] > 100, found
+    assert found["worst_output"] == "outputs[0]" and found["samples"] == 128
+    assert cells("clean", 100, 0)["eval_parity_status"] is None  # the baseline: not run
+    phases = clean["the_record"]["wall_time"]["phases"]
+    assert 0 < phases["eval_parity"] == pytest.approx(clean["eval_parity_seconds"])
 
 
 def test_the_drift_compares_the_steps_before_the_baseline_diverges():

@@ -219,7 +219,9 @@ PARITY = KEYS + cols(
     ("final (mean)", "final_metric", "n"), ("baseline (mean)", "baseline_metric", "n"),
     ("paired difference", _parity_ci("metric")), ("gross margin", "metric_margin", "n"),
     ("final loss", "final_loss", "n"), ("loss paired difference", _parity_ci("loss", True)),
-    ("loss gross margin", "loss_margin", "%"), ("parity", "parity"), ("rule", "rule"),
+    ("loss gross margin", "loss_margin", "%"), ("eval vs float64", "eval_parity"),
+    ("eval error / tolerance", "eval_error_ratio", "n"),
+    ("eval metric difference", "eval_metric_diff", "n"), ("parity", "parity"), ("rule", "rule"),
 )  # fmt: skip
 REPEATS = KEYS + cols(
     ("baseline", "baseline"), ("repeats", "repeats", "i"), ("records", "records", "i"),
