@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .hardware import label_machines
-from .loss_tables import loss_tables, read_references
-from .record_view import Energy, Host, RecordView, Result, view_record
-from .records import RecordError, atomic_write_text, read_record
-from .setups import label_setups
-from .wall_time import PHASES
+from trainbench.hardware import label_machines
+from trainbench.loss_tables import loss_tables, read_references
+from trainbench.record_view import Energy, Host, RecordView, Result, view_record
+from trainbench.records import RecordError, atomic_write_text, read_record
+from trainbench.setups import label_setups
+from trainbench.wall_time import PHASES
 
 SETUP_COLUMNS = ["workload", "setups", "split_into", "reason"]
 

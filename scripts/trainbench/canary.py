@@ -360,7 +360,7 @@ def _summary(ops: dict[str, dict]) -> dict:
 def run_battery(ctx: Any, battery: tuple[CanaryOp, ...] = BATTERY) -> dict:
     """Every op of ``battery`` on the cell's device; an op that raises is recorded
     with its message and the others still run."""
-    from .trackers import capture_warnings
+    from trainbench.trackers import capture_warnings
 
     precision = precision_of(ctx)
     device = torch.device(ctx.torch_device)

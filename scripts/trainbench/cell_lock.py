@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from .records import current_umask
+from trainbench.records import current_umask
 
 WATCHDOG_FD_VARIABLE = "TRAINBENCH_WATCHDOG_FD"
 PR_SET_PDEATHSIG = 1

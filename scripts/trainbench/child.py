@@ -36,12 +36,12 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     the device's name) as soon as each is known, so a failed run still has them."""
     import torch
 
-    from . import wall_time, workloads
-    from .canary import run_canary
-    from .context import DeviceUnavailable, make_context
-    from .environment import package_versions
-    from .numeric_fault import fault_context
-    from .trackers import capture_warnings
+    from trainbench import wall_time, workloads
+    from trainbench.canary import run_canary
+    from trainbench.context import DeviceUnavailable, make_context
+    from trainbench.environment import package_versions
+    from trainbench.numeric_fault import fault_context
+    from trainbench.trackers import capture_warnings
 
     t_start = time.perf_counter()
     facts.update(packages=package_versions(), torch_version=torch.__version__)
@@ -88,7 +88,7 @@ def watch_launcher() -> None:
     portable twin of Linux's PR_SET_PDEATHSIG, which the launcher also sets)."""
     import threading
 
-    from .cell_lock import WATCHDOG_FD_VARIABLE
+    from trainbench.cell_lock import WATCHDOG_FD_VARIABLE
 
     fd = os.environ.get(WATCHDOG_FD_VARIABLE)
     if not fd:
@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()
     faulthandler.register(signal.SIGTERM, chain=True)
     watch_launcher()
-    from . import wall_time
-    from .records import atomic_write_json
+    from trainbench import wall_time
+    from trainbench.records import atomic_write_json
 
     wall_time.open_marks(result_path + wall_time.MARKS_SUFFIX)
     wall_time.mark("child_start", MODULE_REACHED)

@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .device_ids import DeviceId
+from trainbench.device_ids import DeviceId
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 # torch.compile compiles on the first call and reduce-overhead records CUDA graphs
@@ -116,8 +116,8 @@ def validate_config(config: dict) -> dict:
     """Validate ``config`` in place against the schema, fill defaults, run the
     semantic checks, and return it. Raises ConfigError with every problem found
     (a config of any structure too: not a mapping, keys that are not strings...)."""
-    from .config_checks import semantic_problems, unknown_workload_problems
-    from .config_schema import structure_problems
+    from trainbench.config_checks import semantic_problems, unknown_workload_problems
+    from trainbench.config_schema import structure_problems
 
     structure = structure_problems(config)
     if structure:

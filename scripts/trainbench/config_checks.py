@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from .config import (
+from trainbench.config import (
     FAULTS_ENV,
     MIN_COMPILE_WARMUP_STEPS,
     device_variants,
@@ -19,9 +19,9 @@ from .config import (
     iter_device_ids,
     repeat_settings,
 )
-from .config_files import ConfigRefused, read_merged_config
-from .entry_check import entry_problems
-from .workloads import WORKLOADS
+from trainbench.config_files import ConfigRefused, read_merged_config
+from trainbench.entry_check import entry_problems
+from trainbench.workloads import WORKLOADS
 
 
 def semantic_problems(config: dict) -> list[str]:

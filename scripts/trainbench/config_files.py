@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .config_schema import describe_error, key_path, kind_of, schema_errors, shape_problems
+from trainbench.config_schema import describe_error, key_path, kind_of, schema_errors, shape_problems
 
 # Every refusal line starts so; the logger plugin shows such an error without
 # Snakemake's frame lines around it.
@@ -88,7 +88,7 @@ def read_merged_config(paths: list[str | Path]) -> tuple[dict, dict[str, dict[st
     workload's repeats came from; raises ConfigRefused naming every problem."""
     from snakemake.utils import update_config
 
-    from .config import ConfigError, settle_inherited_keys, validate_config
+    from trainbench.config import ConfigError, settle_inherited_keys, validate_config
 
     layers = [read_config_file(path) for path in paths]
     problems = [problem for layer in layers for problem in layer.problems]

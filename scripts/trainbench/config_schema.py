@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from .config import load_schema
+from trainbench.config import load_schema
 
 # More values than this (after YAML aliases are expanded) is not a config but an
 # accident or an alias bomb: refused before the schema would walk it.

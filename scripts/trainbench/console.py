@@ -64,7 +64,7 @@ def _throughput(result: dict) -> str:
         sizes = result.get("sizes") or []
         if not sizes:
             return "(no sizes)"
-        from .tables import compact  # pandas: only once a cell has finished
+        from trainbench.tables import compact  # pandas: only once a cell has finished
 
         top = max(sizes, key=lambda s: s["n"])
         return f"{compact(top['gflops'])} GFLOP/s at n={top['n']}"
@@ -76,7 +76,7 @@ def _flags(record: dict) -> str:
     result = record.get("result") or {}
     flags = []
     if (result.get("host") or {}).get("disturbed"):
-        from .tables import compact  # pandas: only once a cell has finished
+        from trainbench.tables import compact  # pandas: only once a cell has finished
 
         cores = result["host"].get("other_cpu_cores")
         flags.append(f"disturbed: others used {compact(cores)} cores")

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import faults
-from .devices import AmpPolicy, Device
-from .trackers import WarningLog
+from trainbench import faults
+from trainbench.devices import AmpPolicy, Device
+from trainbench.trackers import WarningLog
 
 
 @dataclass
@@ -75,7 +75,7 @@ def check_autocast_kernels(model: torch.nn.Module, ctx: RunContext) -> None:
     with one line naming the dtype, the kernel and the instruction set found."""
     if ctx.device.backend != "cpu" or not ctx.amp.enabled:
         return
-    from .cpu_features import autocast_unavailable
+    from trainbench.cpu_features import autocast_unavailable
 
     reason = autocast_unavailable(model, ctx.amp.dtype)
     if reason:
@@ -91,8 +91,8 @@ def make_context(spec: dict, attempt: int = 1, facts: dict | None = None) -> Run
 
     import numpy as np
 
-    from .devices import get_device
-    from .faults import active_fault
+    from trainbench.devices import get_device
+    from trainbench.faults import active_fault
 
     device = get_device(spec["backend"], spec["device_settings"])
     available, reason = device.availability()

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from .cpu_features import isa_facts
-from .environment import cpu_model_name
-from .precision import matmul_facts
+from trainbench.cpu_features import isa_facts
+from trainbench.environment import cpu_model_name
+from trainbench.precision import matmul_facts
 
 
 @dataclass

@@ -128,7 +128,7 @@ def cpu_precision_flags() -> list[str]:
     """The CPU's flags that decide low-precision kernels (avx2, avx512_bf16, amx_bf16,
     ARM bf16 ...; trainbench.cpu_features.PRECISION_FLAGS), sorted; empty when the
     platform exposes none (no /proc/cpuinfo, no sysctl)."""
-    from .cpu_features import PRECISION_FLAGS, cpu_flags
+    from trainbench.cpu_features import PRECISION_FLAGS, cpu_flags
 
     return sorted(f for f in cpu_flags()[0] if f in PRECISION_FLAGS)
 

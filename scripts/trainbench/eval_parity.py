@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .canary import TOLERANCES, precision_of, relative_error
-from .precision import cast_floats, default_dtype
+from trainbench.canary import TOLERANCES, precision_of, relative_error
+from trainbench.precision import cast_floats, default_dtype
 
 if TYPE_CHECKING:
-    from .training import TrainingLoop
+    from trainbench.training import TrainingLoop
 
 FAULT = "eval_output_error"
 REFERENCE = "CPU float64"
@@ -122,7 +122,7 @@ def corrupt_outputs(value: Any, size: float) -> Any:
     """The test fault ``eval_output_error``: ``value`` with every floating tensor or
     array multiplied by 1 ± ``size`` on a fraction of its tiles
     (:func:`trainbench.numeric_fault.tile_factors`); training is untouched."""
-    from .numeric_fault import corrupt_
+    from trainbench.numeric_fault import corrupt_
 
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         return corrupt_(value.detach().clone(), size)
@@ -139,8 +139,8 @@ def corrupt_outputs(value: Any, size: float) -> Any:
 
 def fault_size(ctx: Any) -> float | None:
     """The size of the active ``eval_output_error`` fault, or None."""
-    from .faults import active_fault_entry
-    from .numeric_fault import DEFAULT_SIZE
+    from trainbench.faults import active_fault_entry
+    from trainbench.numeric_fault import DEFAULT_SIZE
 
     entry = active_fault_entry(ctx.spec, ctx.attempt)
     if not entry or entry.get("fault") != FAULT:

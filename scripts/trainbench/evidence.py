@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from .records import atomic_write_json
+from trainbench.records import atomic_write_json
 
 EVIDENCE_FILE = "EVIDENCE.json"
 RECORDS_ARCHIVE = "records.tgz"
@@ -152,7 +152,7 @@ def resolved_config_digest(
     validated, defaults filled), its workloads cut to ``workloads``: a change to
     config.yaml's text settings leaves a CNN run's evidence current. None when the
     files no longer make a valid config (a change, as any)."""
-    from .config_files import ConfigRefused, read_merged_config
+    from trainbench.config_files import ConfigRefused, read_merged_config
 
     try:
         merged, _ = read_merged_config([root / f for f in config_files])
@@ -312,7 +312,7 @@ def render(folder: Path, root: Path, cores: int = 2) -> list[str]:
     them. In a temporary copy of the workflow whose config.yaml adds
     ``aggregate.records_only`` (no data set is built, no cell runs), under the run's own
     name and config files, so what comes out is what the run itself rendered."""
-    from .tree import copy_workflow
+    from trainbench.tree import copy_workflow
 
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
     configs = [c for c in meta["config_files"] if c != "config.yaml"]

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from .evidence import EVIDENCE_FILE, evidence_folders, stale_files
+from trainbench.evidence import EVIDENCE_FILE, evidence_folders, stale_files
 
 BEGIN = "<!-- evidence-check: written by `python scripts/evidence.py check --update-readme README.md` -->"
 END = "<!-- /evidence-check -->"

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from .environment import git_commit, gpu_models, host_facts
-from .evidence import EVIDENCE_FILE, Made, collect_run, run_logged, write_evidence
+from trainbench.environment import git_commit, gpu_models, host_facts
+from trainbench.evidence import EVIDENCE_FILE, Made, collect_run, run_logged, write_evidence
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,7 @@ class Preloader:
 
 
 def _bundled_modules() -> set[str]:
-    from .workloads import WORKLOADS
+    from trainbench.workloads import WORKLOADS
 
     return {info.module for info in WORKLOADS.values() if info.bundled}
 
@@ -372,7 +372,7 @@ def _become_child(request: dict, fds: dict[str, int], wake_read: int) -> None:
         if sys.platform.startswith("linux"):
             import ctypes
 
-            from .cell_lock import PR_SET_PDEATHSIG
+            from trainbench.cell_lock import PR_SET_PDEATHSIG
 
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -387,7 +387,7 @@ def _become_child(request: dict, fds: dict[str, int], wake_read: int) -> None:
         os.environ["TRAINBENCH_WATCHDOG_FD"] = str(fds["watchdog"])
         sys.path[0] = request["cwd"]
         sys.argv = ["-m", *request["argv"]]
-        from . import child
+        from trainbench import child
 
         code = child.main_forked(request["argv"][1:])
     except BaseException:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from .device_ids import backend_of
-from .record_view import Environment, view_record
+from trainbench.device_ids import backend_of
+from trainbench.record_view import Environment, view_record
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 import markdown
 
-from .records import atomic_write_text
+from trainbench.records import atomic_write_text
 
 STYLE = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 1.5em;

@@ -27,14 +27,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fork_server, wall_time
-from .cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
-from .child_process import SpawnedChild, forward_stop_signals, wait_for_child
-from .classify import classify, find_silent_corruption, signal_name
-from .config import FAULTS_ENV
-from .environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
-from .records import SCHEMA_VERSION, atomic_write_json, write_record
-from .workloads import WORKLOADS
+from trainbench import fork_server, wall_time
+from trainbench.cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
+from trainbench.child_process import SpawnedChild, forward_stop_signals, wait_for_child
+from trainbench.classify import classify, find_silent_corruption, signal_name
+from trainbench.config import FAULTS_ENV
+from trainbench.environment import BEHAVIOUR_VARIABLES, git_commit, host_facts
+from trainbench.records import SCHEMA_VERSION, atomic_write_json, write_record
+from trainbench.workloads import WORKLOADS
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
 

@@ -39,7 +39,7 @@ def _kind(value: Any) -> str:
 
 def check_parts(parts: Any, ctx: Any) -> None:
     """Raise :class:`BadInputError` when ``parts`` breaks the contract."""
-    from .training import TrainingParts
+    from trainbench.training import TrainingParts
 
     who = entry_name(ctx)
     if not isinstance(parts, TrainingParts):

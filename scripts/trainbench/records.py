@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from .atomic_files import atomic_write_text, current_umask  # noqa: F401 - re-exported
+from trainbench.atomic_files import atomic_write_text, current_umask  # noqa: F401 - re-exported
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "unavailable")

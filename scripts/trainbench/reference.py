@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import config as tbconfig
-from .records import atomic_write_json
+from trainbench import config as tbconfig
+from trainbench.records import atomic_write_json
 
 if TYPE_CHECKING:
-    from .context import RunContext
-    from .training import TrainingParts
+    from trainbench.context import RunContext
+    from trainbench.training import TrainingParts
 
 REFERENCE_DTYPE = "float64"
 SKIPPED = "skipped"
@@ -102,7 +102,7 @@ def make_reference(
     """Write the reference record of one repeat: run it (through the launcher) when
     :func:`need_for_reference` says it is needed, else a ``skipped`` record with the
     reason."""
-    from .launcher import run_cell
+    from trainbench.launcher import run_cell
 
     baseline = read_records([baseline_record])[0]
     reason = need_for_reference(baseline, read_records(other_records))
@@ -122,9 +122,9 @@ def run_reference(parts: TrainingParts, ctx: RunContext) -> dict:
 
     import torch
 
-    from .precision import cast_floats, default_dtype
-    from .training import TrainingLoop
-    from .training_facts import model_facts
+    from trainbench.precision import cast_floats, default_dtype
+    from trainbench.training import TrainingLoop
+    from trainbench.training_facts import model_facts
 
     loop = TrainingLoop(parts, ctx)
     dtype = torch.float64

@@ -17,9 +17,9 @@ from typing import Any
 
 import jinja2
 
-from .published import PUBLISHED_TABLES as PUBLISHED
-from .records import atomic_write_text
-from .report_tables import (
+from trainbench.published import PUBLISHED_TABLES as PUBLISHED
+from trainbench.records import atomic_write_text
+from trainbench.report_tables import (
     ATTENTION,
     BOUNDS,
     CELL_TIME,
@@ -51,8 +51,8 @@ from .report_tables import (
     table,
     text_of,
 )
-from .tables import MISSING, bytes_text, compact, read_table, sig
-from .workloads import WORKLOADS
+from trainbench.tables import MISSING, bytes_text, compact, read_table, sig
+from trainbench.workloads import WORKLOADS
 
 TEMPLATES = Path(__file__).parent / "templates"
 ALL = "(all)"

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import tables
-from .tables import MISSING, bytes_text, compact, interval_text, ratio_text, sig
+from trainbench import tables
+from trainbench.tables import MISSING, bytes_text, compact, interval_text, ratio_text, sig
 
 Row = dict[str, Any]
 

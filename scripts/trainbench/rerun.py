@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from .config_files import ConfigRefused
-from .device_ids import backend_of
-from .records import RecordError, read_record
+from trainbench.config_files import ConfigRefused
+from trainbench.device_ids import backend_of
+from trainbench.records import RecordError, read_record
 
 
 @dataclass
@@ -86,7 +86,7 @@ def read_config(configfiles: list[str]) -> dict | None:
     """The config the workflow would use: config.yaml, then each --configfile over
     it, as Snakemake merges them (None when config.yaml is missing: no workflow
     here). Raises ConfigRefused, as the workflow would refuse it."""
-    from .config_files import read_merged_config
+    from trainbench.config_files import read_merged_config
 
     if not Path(configfiles[0]).exists():
         return None
@@ -95,7 +95,7 @@ def read_config(configfiles: list[str]) -> dict | None:
 
 def matrix_cells(config: dict | None) -> set[str] | None:
     """Every cell (and every repeat it may get) of ``config``."""
-    from . import config as tbconfig
+    from trainbench import config as tbconfig
 
     if config is None:
         return None

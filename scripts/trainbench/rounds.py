@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .aggregate import build_tables, load_records
-from .records import atomic_write_json
+from trainbench.aggregate import build_tables, load_records
+from trainbench.records import atomic_write_json
 
 
 def plan_round(
@@ -23,7 +23,7 @@ def plan_round(
 ) -> list[list]:
     """Write ``output``: ``{"workload", "rep", "cells": [[device, batch_size], ...]}``,
     the cells that run repeat ``rep``; an empty list ends the rounds."""
-    from .stats import next_round
+    from trainbench.stats import next_round
 
     records, _ = load_records(record_paths, skip_invalid=True)
     runs = build_tables(records)["runs"] if records else None

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .training import TrainingLoop
+    from trainbench.training import TrainingLoop
 
 PROFILED_STEPS = 10  # CUDA: steps under torch.profiler for the kernel-time cross-check
 

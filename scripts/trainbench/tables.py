@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .records import atomic_write_text
+from trainbench.records import atomic_write_text
 
 MISSING = "—"
 

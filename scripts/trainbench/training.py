@@ -23,21 +23,21 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from . import eval_parity, step_breakdown, wall_time
-from .classify import COMPILE_ERROR_NAMES
-from .context import RunContext, check_autocast_kernels
-from .data import batch_size_of, staged_batches
-from .devices import AmpPolicy
-from .heap import frozen_heap
-from .measurement import (
+from trainbench import eval_parity, step_breakdown, wall_time
+from trainbench.classify import COMPILE_ERROR_NAMES
+from trainbench.context import RunContext, check_autocast_kernels
+from trainbench.data import batch_size_of, staged_batches
+from trainbench.devices import AmpPolicy
+from trainbench.heap import frozen_heap
+from trainbench.measurement import (
     TimingProtocol,
     epoch_windows,
     eval_window,
     extension_steps_needed,
     measurement_window,
 )
-from .parts_contract import check_evaluation, check_full_batch
-from .trackers import (
+from trainbench.parts_contract import check_evaluation, check_full_batch
+from trainbench.trackers import (
     EVAL,
     TRAIN,
     AutocastProbe,
@@ -49,7 +49,7 @@ from .trackers import (
     autocast_facts,
     verify_placement,
 )
-from .training_facts import model_facts, settings_facts, task_facts, verification_facts
+from trainbench.training_facts import model_facts, settings_facts, task_facts, verification_facts
 
 # At most this many extension regions (each re-measures the window first).
 MAX_EXTENSION_REGIONS = 5

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .heap import GC_METHOD
+from trainbench.heap import GC_METHOD
 
 if TYPE_CHECKING:
-    from .training import TrainingLoop, TrainingParts
+    from trainbench.training import TrainingLoop, TrainingParts
 
 
 def model_facts(parts: TrainingParts) -> dict:

@@ -35,11 +35,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .. import workloads
-from ..context import check_autocast_kernels, make_context
-from ..heap import frozen_heap
-from ..training import TrainingLoop, TrainingParts
-from .throughput_loops import _bare_step, release_device
+from trainbench import workloads
+from trainbench.context import check_autocast_kernels, make_context
+from trainbench.heap import frozen_heap
+from trainbench.training import TrainingLoop, TrainingParts
+from trainbench.bench.throughput_loops import _bare_step, release_device
 
 HARNESS, BARE, BARE_AA = "harness", "bare", "bare-aa"
 METHOD = "interleaved"

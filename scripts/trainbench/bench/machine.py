@@ -8,9 +8,9 @@ import socket
 
 import torch
 
-from ..cpu_features import isa_facts
-from ..devices import cpu_model_name
-from ..environment import package_versions
+from trainbench.cpu_features import isa_facts
+from trainbench.devices import cpu_model_name
+from trainbench.environment import package_versions
 
 
 def machine_facts(backend: str) -> dict:

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..loss_tables import REFERENCE_COLUMNS
-from ..stats.parity import FAIL, IDENTICAL, PASS, ParitySettings, parity_table
+from trainbench.loss_tables import REFERENCE_COLUMNS
+from trainbench.stats.parity import FAIL, IDENTICAL, PASS, ParitySettings, parity_table
 
 SUBSET = 3
 BASELINE, REFERENCE = "baseline", "reference"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..stats.parity import FAIL, IDENTICAL, PASS
-from ..tables import compact
-from .parity_analysis import ordered_columns
+from trainbench.stats.parity import FAIL, IDENTICAL, PASS
+from trainbench.tables import compact
+from trainbench.bench.parity_analysis import ordered_columns
 
 
 def _num(x, percent: bool = False) -> str:

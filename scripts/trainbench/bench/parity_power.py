@@ -52,16 +52,16 @@ from pathlib import Path
 
 import yaml
 
-from .. import config as tbconfig
-from .. import workloads
-from ..atomic_files import atomic_write_text
-from ..eval_parity import FAULT as EVAL_FAULT
-from ..numeric_fault import FAULT
-from ..records import atomic_write_json
-from ..tables import compact
-from .parity_analysis import RUN_FIELDS, analyse, json_scalar
-from .parity_markdown import render
-from .workers import run_in_workers
+from trainbench import config as tbconfig
+from trainbench import workloads
+from trainbench.atomic_files import atomic_write_text
+from trainbench.eval_parity import FAULT as EVAL_FAULT
+from trainbench.numeric_fault import FAULT
+from trainbench.records import atomic_write_json
+from trainbench.tables import compact
+from trainbench.bench.parity_analysis import RUN_FIELDS, analyse, json_scalar
+from trainbench.bench.parity_markdown import render
+from trainbench.bench.workers import run_in_workers
 
 REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
@@ -180,7 +180,7 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
     """The cell spec of ``job``: the baseline's cell (device ``cpu-t1``, or ``cpu-t2``
     for two threads) with the column's environment, autocast and fault; the
     reference's spec for ``reference``."""
-    from ..reference import reference_spec
+    from trainbench.reference import reference_spec
 
     base_cell = tbconfig.Cell(job.workload, "cpu-t1", job.batch_size, job.rep)
     if column.kind == REFERENCE:
@@ -227,9 +227,9 @@ def prepare_data(config: dict, jobs: Sequence[Job], root: Path) -> dict[str, str
 
 def run_job(config: dict, job: Job, column: Column, data_path: str | None, root: Path) -> dict:
     """Run ``job`` through the launcher (a fresh child process); its row for the results."""
-    from ..aggregate import run_row
-    from ..launcher import run_cell
-    from ..loss_tables import reference_row, step_rows
+    from trainbench.aggregate import run_row
+    from trainbench.launcher import run_cell
+    from trainbench.loss_tables import reference_row, step_rows
 
     folder = root / "runs" / job.name
     steps = int(config["report"]["parity_reference"]["steps"])
@@ -296,7 +296,7 @@ def workload_code_sha256(module: Path, extra: Iterable[Path] = ()) -> str:
 
 def _own_code(workload: str) -> list[Path]:
     """The files evidence.WORKLOAD_CODE names for ``workload`` (one list for both)."""
-    from ..evidence import WORKLOAD_CODE
+    from trainbench.evidence import WORKLOAD_CODE
 
     root = Path(__file__).resolve().parents[3]
     return [path for pattern in WORKLOAD_CODE.get(workload, ()) for path in root.glob(pattern)]
@@ -394,7 +394,7 @@ def run_benchmark(
     Markdown after each run; returns the results."""
     import threading
 
-    from .machine import machine_facts
+    from trainbench.bench.machine import machine_facts
 
     config = load_config(config_path)
     every = columns(options.sizes)

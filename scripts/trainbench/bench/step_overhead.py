@@ -27,12 +27,12 @@ import statistics
 import time
 from collections.abc import Callable
 
-from .. import workloads
-from ..context import check_autocast_kernels, make_context
-from ..data import batch_size_of
-from ..heap import frozen_heap
-from .interleaved import BareRunner, HarnessRunner
-from .throughput_loops import _bare_step, release_device
+from trainbench import workloads
+from trainbench.context import check_autocast_kernels, make_context
+from trainbench.data import batch_size_of
+from trainbench.heap import frozen_heap
+from trainbench.bench.interleaved import BareRunner, HarnessRunner
+from trainbench.bench.throughput_loops import _bare_step, release_device
 
 
 class RegionProfiler:

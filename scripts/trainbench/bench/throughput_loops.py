@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .. import workloads
-from ..context import check_autocast_kernels, make_context
-from ..training import TrainingParts, run_training
+from trainbench import workloads
+from trainbench.context import check_autocast_kernels, make_context
+from trainbench.training import TrainingParts, run_training
 
 
 def release_device(device: torch.device) -> None:
@@ -280,7 +280,7 @@ def measure_hf_trainer(spec: dict, warmup_steps: int, timed_steps: int) -> dict:
     import transformers
     from transformers import Trainer, set_seed
 
-    from ..workloads import text_multilabel
+    from trainbench.workloads import text_multilabel
 
     ctx = make_context(spec)
     settings = spec["workload_settings"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..records import atomic_write_text
-from .throughput_summary import ratio_interval_of, target_checks
+from trainbench.records import atomic_write_text
+from trainbench.bench.throughput_summary import ratio_interval_of, target_checks
 
 
 def check_value_text(check: dict) -> str:

@@ -33,14 +33,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .. import workloads
-from ..records import atomic_write_json
-from .interleaved import METHOD as INTERLEAVED
-from .interleaved import InterleavedPlan, measure_interleaved
-from .machine import machine_facts, pin_process
-from .throughput_loops import measure_bare, measure_harness, measure_hf_trainer
-from .throughput_suite import Variant, cell_spec, trainbench_config
-from .throughput_summary import summarize
+from trainbench import workloads
+from trainbench.records import atomic_write_json
+from trainbench.bench.interleaved import METHOD as INTERLEAVED
+from trainbench.bench.interleaved import InterleavedPlan, measure_interleaved
+from trainbench.bench.machine import machine_facts, pin_process
+from trainbench.bench.throughput_loops import measure_bare, measure_harness, measure_hf_trainer
+from trainbench.bench.throughput_suite import Variant, cell_spec, trainbench_config
+from trainbench.bench.throughput_summary import summarize
 
 
 def run_suite(

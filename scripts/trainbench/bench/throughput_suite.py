@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from .. import config as tbconfig
-from .. import workloads
-from ..device_ids import BACKENDS, COMPILE_MODES, DeviceId
+from trainbench import config as tbconfig
+from trainbench import workloads
+from trainbench.device_ids import BACKENDS, COMPILE_MODES, DeviceId
 
 
 class SuiteError(ValueError):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..stats.intervals import paired_ratio_interval
+from trainbench.stats.intervals import paired_ratio_interval
 
 HARNESS_OVER_BARE_TARGET = 0.98
 HARNESS_OVER_HF_TARGET = 1.1

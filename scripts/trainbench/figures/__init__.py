@@ -32,17 +32,17 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 
-from ..published import FIGURE_NAMES
-from .energy import energy_figure
-from .epoch_time import epoch_time_figure
-from .loss import loss_figure
-from .matmul import matmul_figure
-from .memory import memory_figure
-from .per_label import per_label_figure
-from .speedup import speedup_figure
-from .step_breakdown import step_breakdown_figure
-from .style import device_color, device_order
-from .throughput import throughput_figure
+from trainbench.published import FIGURE_NAMES
+from trainbench.figures.energy import energy_figure
+from trainbench.figures.epoch_time import epoch_time_figure
+from trainbench.figures.loss import loss_figure
+from trainbench.figures.matmul import matmul_figure
+from trainbench.figures.memory import memory_figure
+from trainbench.figures.per_label import per_label_figure
+from trainbench.figures.speedup import speedup_figure
+from trainbench.figures.step_breakdown import step_breakdown_figure
+from trainbench.figures.style import device_color, device_order
+from trainbench.figures.throughput import throughput_figure
 
 __all__ = [
     "FIGURES",

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .style import FALLBACK_SUFFIX
+from trainbench.figures.style import FALLBACK_SUFFIX
 
 _TRUE = {"true", "1", "1.0", "yes", "y", "t"}
 

@@ -13,8 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from . import data
-from .style import (
+from trainbench.figures import data
+from trainbench.figures.style import (
     Style,
     base_device,
     device_order,

@@ -15,8 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from . import data
-from .style import (
+from trainbench.figures import data
+from trainbench.figures.style import (
     Style,
     bar_style,
     base_device,

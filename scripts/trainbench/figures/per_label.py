@@ -14,8 +14,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from . import data
-from .style import (
+from trainbench.figures import data
+from trainbench.figures.style import (
     Style,
     base_device,
     device_key,

@@ -11,9 +11,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..tables import ratio_text
-from . import data
-from .style import (
+from trainbench.tables import ratio_text
+from trainbench.figures import data
+from trainbench.figures.style import (
     LEGEND_W,
     Style,
     bar_style,

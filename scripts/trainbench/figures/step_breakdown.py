@@ -12,8 +12,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from . import data
-from .style import Style, device_order, grid, hide_unused, message, new_figure, render
+from trainbench.figures import data
+from trainbench.figures.style import Style, device_order, grid, hide_unused, message, new_figure, render
 
 TITLE = "Where a step's time goes"
 PARTS = (

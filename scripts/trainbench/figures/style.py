@@ -37,8 +37,8 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
-from ..device_ids import DeviceId  # noqa: E402
-from ..records import current_umask  # noqa: E402
+from trainbench.device_ids import DeviceId  # noqa: E402
+from trainbench.records import current_umask  # noqa: E402
 
 FALLBACK_SUFFIX = "+cpu-fallback"
 FALLBACK_HATCH = "///"

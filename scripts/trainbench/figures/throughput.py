@@ -11,8 +11,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from . import data
-from .style import (
+from trainbench.figures import data
+from trainbench.figures.style import (
     LEGEND_W,
     Style,
     base_device,

@@ -14,8 +14,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from . import OfflineError
-from .requirements import canonical
+from trainbench.offline import OfflineError
+from trainbench.offline.requirements import canonical
 
 # The torch versions trainbench runs on. Tested: 2.13.0 (the pin; CPU wheel, the
 # full test suite on the development machine) and 2.11.0+cu130 (the lent H100's own

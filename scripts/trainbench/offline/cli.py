@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic_files import atomic_write_text
-from . import OfflineError
+from trainbench.atomic_files import atomic_write_text
+from trainbench.offline import OfflineError
 
 REPO = Path(__file__).resolve().parents[3]
 MIB = 2**20
@@ -136,7 +136,7 @@ def _over_budget(manifest: dict, max_mib: float) -> str:
 
 def wheelhouse(args: argparse.Namespace) -> int:
     try:
-        from . import wheelhouse
+        from trainbench.offline import wheelhouse
     except ModuleNotFoundError as error:
         raise OfflineError(
             f"this step needs the Python package {error.name!r}, which {sys.executable} lacks: "
@@ -165,7 +165,7 @@ def wheelhouse(args: argparse.Namespace) -> int:
 
 
 def install(args: argparse.Namespace) -> int:
-    from . import venv
+    from trainbench.offline import venv
 
     request = venv.InstallRequest(
         repo=REPO,
@@ -193,7 +193,7 @@ def install(args: argparse.Namespace) -> int:
 
 
 def check_venv(args: argparse.Namespace) -> int:
-    from . import check
+    from trainbench.offline import check
 
     manifest = check.read_manifest(args.wheelhouse / "manifest.json")
     facts = check.run_check(manifest, args.allow_torch)

@@ -24,7 +24,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from . import OfflineError
+from trainbench.offline import OfflineError
 
 PROJECT = "trainbench"
 # The extras a wheelhouse holds unless told otherwise: the runtime (always) and the

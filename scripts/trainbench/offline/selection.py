@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from .requirements import Installed, RequirementsError, canonical, exact_version
+from trainbench.offline.requirements import Installed, RequirementsError, canonical, exact_version
 
 TORCH = "torch"
 # torch's CUDA companions: the machine's torch was built against its own CUDA stack

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic_files import atomic_write_text
-from . import OfflineError
+from trainbench.atomic_files import atomic_write_text
+from trainbench.offline import OfflineError
 
 PTH_NAME = "_trainbench_machine_site.pth"
 # What the Makefile's targets wait for (its RUNTIME, DEV, SLURM variables), by the

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
-from ..atomic_files import atomic_write_text, current_umask
-from . import OfflineError, check, selection
-from . import requirements as reqs
+from trainbench.atomic_files import atomic_write_text, current_umask
+from trainbench.offline import OfflineError, check, selection
+from trainbench.offline import requirements as reqs
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

@@ -33,9 +33,9 @@ from concurrent.futures import Future, ProcessPoolExecutor
 import numpy as np
 import pandas as pd
 
-from ..published import PUBLISHED_TABLES
-from . import frames as fr
-from .accuracy import (
+from trainbench.published import PUBLISHED_TABLES
+from trainbench.stats import frames as fr
+from trainbench.stats.accuracy import (
     EPOCH_COLUMNS,
     PARITY_COLUMNS,
     PER_LABEL_COLUMNS,
@@ -45,17 +45,17 @@ from .accuracy import (
     per_label_table,
     task_table,
 )
-from .breakdown import (
+from trainbench.stats.breakdown import (
     BREAKDOWN_TABLE_COLUMNS,
     BoundRule,
     bound_at,
     bounds_by_device,
     step_breakdown_table,
 )
-from .cell_time import CELL_TIME_COLUMNS, cell_time_table
-from .crossover import CROSSOVER_COLUMNS, crossover_table
-from .energy import ENERGY_COLUMNS, energy_table
-from .intervals import (
+from trainbench.stats.cell_time import CELL_TIME_COLUMNS, cell_time_table
+from trainbench.stats.crossover import CROSSOVER_COLUMNS, crossover_table
+from trainbench.stats.energy import ENERGY_COLUMNS, energy_table
+from trainbench.stats.intervals import (
     MIN_BOOTSTRAP,
     Interval,
     paired_ratio_interval,
@@ -63,19 +63,19 @@ from .intervals import (
     summarize,
     verdict,
 )
-from .memory import COLLAPSE_COLUMNS, MEMORY_COLUMNS, collapse_table, memory_table
-from .overview import ATTENTION_COLUMNS, OVERVIEW_COLUMNS, attention_table, overview_table
-from .parity import ParitySettings
-from .quality import STABILITY_COLUMNS, WARNING_COLUMNS, stability_table, warnings_table
-from .repeats import REPEATS_COLUMNS, next_round, repeats_table
-from .speed import (
+from trainbench.stats.memory import COLLAPSE_COLUMNS, MEMORY_COLUMNS, collapse_table, memory_table
+from trainbench.stats.overview import ATTENTION_COLUMNS, OVERVIEW_COLUMNS, attention_table, overview_table
+from trainbench.stats.parity import ParitySettings
+from trainbench.stats.quality import STABILITY_COLUMNS, WARNING_COLUMNS, stability_table, warnings_table
+from trainbench.stats.repeats import REPEATS_COLUMNS, next_round, repeats_table
+from trainbench.stats.speed import (
     MATMUL_COLUMNS,
     SPEEDUP_COLUMNS,
     eval_speed_table,
     matmul_summary,
     speedup_table,
 )
-from .verdicts import VERDICT_COLUMNS, VERIFICATION_COLUMNS, verdicts_table, verification_table
+from trainbench.stats.verdicts import VERDICT_COLUMNS, VERIFICATION_COLUMNS, verdicts_table, verification_table
 
 # The columns of every published table, in order (stability may add failed_<class>).
 COLUMNS: dict[str, list[str]] = {

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import frames as fr
-from .intervals import summarize
-from .parity import PARITY_COLUMNS, parity_table  # noqa: F401  (re-exported)
+from trainbench.stats import frames as fr
+from trainbench.stats.intervals import summarize
+from trainbench.stats.parity import PARITY_COLUMNS, parity_table  # noqa: F401  (re-exported)
 
 TASK_COLUMNS = [
     "workload", "device", "batch_size", "n", "primary_metric", "best_metric", "best_low",

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import frames as fr
+from trainbench.stats import frames as fr
 
 BREAKDOWN_TABLE_COLUMNS = [
     "workload", "device", "batch_size", "repeats", "steady_step_s",

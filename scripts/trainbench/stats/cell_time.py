@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ..wall_time import MEASUREMENT, PHASES
-from . import frames as fr
+from trainbench.wall_time import MEASUREMENT, PHASES
+from trainbench.stats import frames as fr
 
 OUTSIDE_PHASES = [p for p in PHASES if p not in MEASUREMENT]
 CELL_TIME_COLUMNS = [

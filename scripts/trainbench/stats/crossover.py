@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..tables import interval_text, ratio_text
-from . import frames as fr
-from .intervals import FASTER, NO_CLEAR, SLOWER
+from trainbench.tables import interval_text, ratio_text
+from trainbench.stats import frames as fr
+from trainbench.stats.intervals import FASTER, NO_CLEAR, SLOWER
 
 CROSSOVER_COLUMNS = [
     "kind", "workload", "device", "batch_size", "quantity", "crossover", "compared_at",

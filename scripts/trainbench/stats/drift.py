@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..precision import UNIT_ROUNDOFF
+from trainbench.precision import UNIT_ROUNDOFF
 
 FLOOR = UNIT_ROUNDOFF["float32"]
 MIN_STEPS = 4  # fewer common steps: no drift ratio; never fewer compared

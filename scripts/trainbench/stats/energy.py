@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..tables import compact, interval_text
-from . import frames as fr
-from .intervals import (
+from trainbench.tables import compact, interval_text
+from trainbench.stats import frames as fr
+from trainbench.stats.intervals import (
     FASTER,
     INSUFFICIENT,
     NO_CLEAR,
@@ -63,7 +63,7 @@ from .intervals import (
     summarize_many,
     verdict,
 )
-from .speed import BASELINE, DISTURBED, MIN_REPEATS
+from trainbench.stats.speed import BASELINE, DISTURBED, MIN_REPEATS
 
 MORE = "more efficient"
 LESS = "less efficient"

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..device_ids import column_of
-from ..tables import compact
+from trainbench.device_ids import column_of
+from trainbench.tables import compact
 
 KEYS = ["workload", "device", "batch_size"]
 MICROBENCHMARKS = frozenset({"matmul"})

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..tables import bytes_text, compact
-from . import frames as fr
+from trainbench.tables import bytes_text, compact
+from trainbench.stats import frames as fr
 
 COLLAPSE_THRESHOLD = 0.8
 GROWTH_MIN_BYTES = 16 * 1024**2  # 16 MiB per epoch: below it, allocator noise

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from . import frames as fr
+from trainbench.stats import frames as fr
 
 OVERVIEW_COLUMNS = [
     "workload", "kind", "baseline", "devices", "records", "ok", "failed", "unavailable",

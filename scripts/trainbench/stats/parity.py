@@ -70,10 +70,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..precision import UNIT_ROUNDOFF, precision_of
-from ..tables import compact
-from . import frames as fr
-from .drift import PairDrift, identical_pair, multiplier_for, pair_drift
+from trainbench.precision import UNIT_ROUNDOFF, precision_of
+from trainbench.tables import compact
+from trainbench.stats import frames as fr
+from trainbench.stats.drift import PairDrift, identical_pair, multiplier_for, pair_drift
 
 ALPHA = 0.05
 MIN_PAIRS = 3

@@ -42,9 +42,9 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from ..tables import compact
-from . import frames as fr
-from .verdicts import failure_text
+from trainbench.tables import compact
+from trainbench.stats import frames as fr
+from trainbench.stats.verdicts import failure_text
 
 NOISY_CV = 0.10
 BIMODAL_RATIO = 1.25

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import frames as fr
-from .speed import ratio_block, speed_sides
+from trainbench.stats import frames as fr
+from trainbench.stats.speed import ratio_block, speed_sides
 
 REPEATS_COLUMNS = [
     "workload", "batch_size", "device", "baseline", "repeats", "records", "min_repeats",

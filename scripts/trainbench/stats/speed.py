@@ -42,16 +42,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..tables import compact, interval_text, ratio_text
-from . import frames as fr
-from .intervals import (
+from trainbench.tables import compact, interval_text, ratio_text
+from trainbench.stats import frames as fr
+from trainbench.stats.intervals import (
     INSUFFICIENT,
     Interval,
     ratio_intervals,
     summarize_many,
     verdict,
 )
-from .quality import is_bimodal
+from trainbench.stats.quality import is_bimodal
 
 BASELINE = "baseline"
 DISTURBED = "disturbed"

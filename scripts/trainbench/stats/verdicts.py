@@ -52,9 +52,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..tables import compact, interval_text, ratio_text
-from . import frames as fr
-from .intervals import FASTER
+from trainbench.tables import compact, interval_text, ratio_text
+from trainbench.stats import frames as fr
+from trainbench.stats.intervals import FASTER
 
 CHECK_WORDS = {
     "placement": "model, batch tensors and optimizer state on the device",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .dataset import CONFIG_KEY, TextDataset
+from trainbench.textdata.dataset import CONFIG_KEY, TextDataset
 
 GOEMOTIONS_SPLITS = ("train", "dev", "test")
 

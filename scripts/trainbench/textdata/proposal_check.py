@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from .proposal_vocabulary import BANNED_PHRASES, MONTHS
+from trainbench.textdata.proposal_vocabulary import BANNED_PHRASES, MONTHS
 
 _MONTH_RE = "|".join(MONTHS)
 _TIMELINE_TOKEN = re.compile(

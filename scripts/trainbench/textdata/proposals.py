@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataset import CONFIG_KEY, TextDataset
-from .proposal_vocabulary import (
+from trainbench.textdata.dataset import CONFIG_KEY, TextDataset
+from trainbench.textdata.proposal_vocabulary import (
     CROSSWALK_OPENERS,
     CROSSWALK_REFS,
     FIRST_NAMES,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .dataset import CONFIG_KEY, TextDataset
-from .files import load_goemotions, load_table
-from .proposals import generate_proposals
+from trainbench.textdata.dataset import CONFIG_KEY, TextDataset
+from trainbench.textdata.files import load_goemotions, load_table
+from trainbench.textdata.proposals import generate_proposals
 
 # Proposals' dev split is generated from a derived seed so it shares no document with train.
 DEV_SEED_OFFSET = 1_000_003

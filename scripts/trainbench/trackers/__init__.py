@@ -9,12 +9,12 @@ small object that observes the synchronized edges of every timed region
 - :mod:`.verification` — placement, autocast really active, captured warnings
 """
 
-from .base import EVAL, TRAIN, TimedRegion, Tracker
-from .energy import EnergyTracker
-from .host import HostActivity
-from .memory import MemoryTracker
-from .steps import StepTimer
-from .verification import (
+from trainbench.trackers.base import EVAL, TRAIN, TimedRegion, Tracker
+from trainbench.trackers.energy import EnergyTracker
+from trainbench.trackers.host import HostActivity
+from trainbench.trackers.memory import MemoryTracker
+from trainbench.trackers.steps import StepTimer
+from trainbench.trackers.verification import (
     AutocastProbe,
     WarningLog,
     autocast_facts,

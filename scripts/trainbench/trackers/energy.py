@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import EVAL, TRAIN
-from .energy_counters import Source, open_sources
+from trainbench.trackers.base import EVAL, TRAIN
+from trainbench.trackers.energy_counters import Source, open_sources
 
 OK = "ok"
 UNAVAILABLE = "unavailable"

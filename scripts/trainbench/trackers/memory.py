@@ -4,7 +4,7 @@ one snapshot per epoch, so growth epoch over epoch is visible (MPS leaks that
 
 from __future__ import annotations
 
-from ..devices import Device
+from trainbench.devices import Device
 
 
 class MemoryTracker:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..devices import Device
-from .base import TRAIN
+from trainbench.devices import Device
+from trainbench.trackers.base import TRAIN
 
 
 class StepTimer:

@@ -120,11 +120,11 @@ def run(ctx: Any) -> dict:
     """Run the cell's workload: a microbenchmark's own ``run``, or the training loop
     over the parts the workload's entry builds. Marks where the workload's import,
     its data and model set-up and the loop begin and end (:mod:`trainbench.wall_time`)."""
-    from .. import wall_time
+    from trainbench import wall_time
 
     wall_time.mark("workload_start")
-    from ..parts_contract import check_full_batch, check_parts
-    from ..training import run_training
+    from trainbench.parts_contract import check_full_batch, check_parts
+    from trainbench.training import run_training
 
     name, settings = ctx.spec["cell"]["workload"], ctx.workload_settings
     found = info(name, settings)
@@ -143,7 +143,7 @@ def run(ctx: Any) -> dict:
     # The loop marks its own analysis (TrainingLoop.run: steady state, windows, summaries).
     with wall_time.span("loop"):
         if ctx.spec.get("reference"):
-            from ..reference import run_reference
+            from trainbench.reference import run_reference
 
             return run_reference(parts, ctx)
         return run_training(parts, ctx)

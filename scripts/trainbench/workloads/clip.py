@@ -32,12 +32,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..context import RunContext
-from ..data import BatchTensorDataset
-from ..devices import fused_optimizer
-from ..precision import upcast
-from ..training import TrainingParts, run_training
-from .clip_data import (  # noqa: F401 (the data API, also reached as clip.*)
+from trainbench.context import RunContext
+from trainbench.data import BatchTensorDataset
+from trainbench.devices import fused_optimizer
+from trainbench.precision import upcast
+from trainbench.training import TrainingParts, run_training
+from trainbench.workloads.clip_data import (  # noqa: F401 (the data API, also reached as clip.*)
     BOS,
     COLOURS,
     DATA_FILE,
@@ -60,7 +60,7 @@ from .clip_data import (  # noqa: F401 (the data API, also reached as clip.*)
     text_length_for,
     tokenize,
 )
-from .clip_model import (  # noqa: F401 (the model API, also reached as clip.*)
+from trainbench.workloads.clip_model import (  # noqa: F401 (the model API, also reached as clip.*)
     CLIP,
     LOGIT_SCALE_INIT,
     LOGIT_SCALE_MAX,
@@ -71,7 +71,7 @@ from .clip_model import (  # noqa: F401 (the model API, also reached as clip.*)
     clip_loss,
     model_sizes,
 )
-from .common import (
+from trainbench.workloads.common import (
     Step,
     assemble_parts,
     cell_loaders,

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..precision import upcast
-from .clip_data import PAD
+from trainbench.precision import upcast
+from trainbench.workloads.clip_data import PAD
 
 # ----------------------------------------------------------------------------- model
 

@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..context import RunContext
-from ..data import BatchTensorDataset, make_loader
-from ..devices import fused_optimizer
-from ..training import TrainingParts
+from trainbench.context import RunContext
+from trainbench.data import BatchTensorDataset, make_loader
+from trainbench.devices import fused_optimizer
+from trainbench.training import TrainingParts
 
 
 class Step(NamedTuple):

@@ -13,9 +13,9 @@ import time
 import torch
 import torch.utils.benchmark as benchmark
 
-from ..context import RunContext
-from ..measurement import TimingProtocol
-from ..trackers import HostActivity, TimedRegion
+from trainbench.context import RunContext
+from trainbench.measurement import TimingProtocol
+from trainbench.trackers import HostActivity, TimedRegion
 
 
 def run(ctx: RunContext) -> dict:

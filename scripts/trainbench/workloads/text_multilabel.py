@@ -21,13 +21,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..context import RunContext
-from ..data import BatchTensorDataset
-from ..devices import fused_optimizer
-from ..metrics import multilabel_metrics
-from ..precision import upcast
-from ..training import TrainingParts, run_training
-from .common import (
+from trainbench.context import RunContext
+from trainbench.data import BatchTensorDataset
+from trainbench.devices import fused_optimizer
+from trainbench.metrics import multilabel_metrics
+from trainbench.precision import upcast
+from trainbench.training import TrainingParts, run_training
+from trainbench.workloads.common import (
     Step,
     assemble_parts,
     best_epoch_metrics,
@@ -116,8 +116,8 @@ def load_pretrained_tokenizer(name: str):
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Tokenize every split once, at the fixed sequence length, and cache the tokenizer."""
-    from ..records import atomic_write_json
-    from ..textdata.splits import load_splits
+    from trainbench.records import atomic_write_json
+    from trainbench.textdata.splits import load_splits
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -182,7 +182,7 @@ def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: 
     """The small default DistilBERT, or the pretrained one named in the config."""
     from transformers import DistilBertConfig
 
-    from .text_multilabel_model import PooledDistilBert
+    from trainbench.workloads.text_multilabel_model import PooledDistilBert
 
     model_settings = settings["model"]
     pretrained = model_settings.get("pretrained")

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..context import RunContext
-from ..data import BatchTensorDataset
-from ..training import TrainingParts, run_training
-from .common import Step, adam, assemble_parts, best_epoch_metrics, cell_loaders, load_cell_data
-from .two_tower_data import (  # noqa: F401 (the data API, also reached as two_tower.*)
+from trainbench.context import RunContext
+from trainbench.data import BatchTensorDataset
+from trainbench.training import TrainingParts, run_training
+from trainbench.workloads.common import Step, adam, assemble_parts, best_epoch_metrics, cell_loaders, load_cell_data
+from trainbench.workloads.two_tower_data import (  # noqa: F401 (the data API, also reached as two_tower.*)
     KEY,
     PAD,
     UNK,
@@ -45,21 +45,21 @@ from .two_tower_data import (  # noqa: F401 (the data API, also reached as two_t
     token_overlap,
     whitespace_vocabulary,
 )
-from .two_tower_model import (  # noqa: F401 (the model API, also reached as two_tower.*)
+from trainbench.workloads.two_tower_model import (  # noqa: F401 (the model API, also reached as two_tower.*)
     Tower,
     TwoTower,
     contrastive_logits,
     contrastive_loss,
     encode_all,
 )
-from .two_tower_schedule import (  # noqa: F401 (the schedule API, also reached as two_tower.*)
+from trainbench.workloads.two_tower_schedule import (  # noqa: F401 (the schedule API, also reached as two_tower.*)
     MINING_MODES,
     SCHEDULE_KEY,
     check_mining,
     mining_mode,
     parse_mine_schedule,
 )
-from .two_tower_search import (  # noqa: F401 (the search API, also reached as two_tower.*)
+from trainbench.workloads.two_tower_search import (  # noqa: F401 (the search API, also reached as two_tower.*)
     MRR_DEPTH,
     RECALL_KS,
     faiss_search,
@@ -93,7 +93,7 @@ def mine_hard_negatives(
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Build the pairs and the document bank once; every device and repeat reads them."""
-    from ..records import atomic_write_json
+    from trainbench.records import atomic_write_json
 
     parse_mine_schedule(settings["mine_schedule"])  # fail at the data step, not in every cell
     check_mining(settings)

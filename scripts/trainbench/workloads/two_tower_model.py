@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..precision import upcast
-from .two_tower_data import KEY, PAD
+from trainbench.precision import upcast
+from trainbench.workloads.two_tower_data import KEY, PAD
 
 
 class Tower(nn.Module):

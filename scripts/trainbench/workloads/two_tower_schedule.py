@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .two_tower_data import KEY
+from trainbench.workloads.two_tower_data import KEY
 
 SCHEDULE_KEY = f"{KEY}.mine_schedule"
 MINING_MODES = ("none", "faiss")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .two_tower_data import KEY
+from trainbench.workloads.two_tower_data import KEY
 
 RECALL_KS = (1, 5, 10)
 MRR_DEPTH = 100  # MRR counts the true document's rank within the top 100 (else 0)
