@@ -55,7 +55,7 @@ test: $(DEV)
 
 # The fast suite again with oneDNN capped at AVX2 (no AVX-512, no bf16 instructions), as
 # on a CPU without them: a cell or test that needs a kernel this lacks must become
-# `unavailable` or skip with the reason (trainbench.cpu_features), never crash.
+# `unavailable` or skip with the reason (trainbench.run.cpu_features), never crash.
 test-isa: $(DEV)
 	ONEDNN_MAX_CPU_ISA=AVX2 $(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
 
@@ -87,7 +87,7 @@ clean:
 
 # On a machine with a CUDA GPU: every CUDA measurement the README quotes, into
 # docs/measured/ (PARTS="smoke retrieval text throughput canary", or some of them;
-# about 15 minutes on one H100). See scripts/trainbench/evidence_run.py.
+# about 15 minutes on one H100). See scripts/trainbench/evidence/run.py.
 PARTS ?= smoke retrieval text throughput canary
 gpu-evidence: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py run $(PARTS)

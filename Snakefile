@@ -21,7 +21,7 @@ include: "rules/common.smk"
 
 # Snakemake's own schema check, as the workflow template has it (~0.2 s a start: it
 # parses the 47 kB schema again); after common.smk's, it finds nothing new.
-validate(config, "scripts/trainbench/schemas/config.schema.yaml")
+validate(config, "scripts/trainbench/config/schemas/config.schema.yaml")
 
 
 # aggregate.records_only: no data set is built and no cell runs (records already here).

@@ -32,7 +32,7 @@ from trainbench.bench.throughput_suite import (  # noqa: E402
     load_suite,
     trainbench_config,
 )
-from trainbench.records import atomic_write_json, atomic_write_text  # noqa: E402
+from trainbench.common.records import atomic_write_json, atomic_write_text  # noqa: E402
 
 
 def main() -> int:

@@ -24,7 +24,7 @@ from trainbench.bench.throughput_report import render_index, write_markdown  # n
 from trainbench.bench.throughput_run import run_suite  # noqa: E402
 from trainbench.bench.throughput_suite import load_suite  # noqa: E402
 from trainbench.bench.throughput_summary import target_checks  # noqa: E402
-from trainbench.records import atomic_write_text  # noqa: E402
+from trainbench.common.records import atomic_write_text  # noqa: E402
 
 
 def main() -> int:

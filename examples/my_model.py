@@ -2,8 +2,8 @@
 
 import torch
 from torch import nn
-from trainbench.data import BatchTensorDataset, make_loader
-from trainbench.training import TrainingParts
+from trainbench.run.data import BatchTensorDataset, make_loader
+from trainbench.run.training import TrainingParts
 
 
 def build(ctx):

@@ -5,7 +5,13 @@ rule aggregate:
         included=included_records(),
         references=reference_paths,
         code=package_code(
-            "aggregate.py", "hardware.py", "records.py", "setups.py", "loss_tables.py"
+            "analysis/aggregate.py",
+            "analysis/run_rows.py",
+            "analysis/record_view.py",
+            "analysis/hardware.py",
+            "common/records.py",
+            "analysis/setups.py",
+            "analysis/loss_tables.py",
         ),
     output:
         runs=f"{RESULTS}/tables/runs.csv",
@@ -28,7 +34,7 @@ rule aggregate:
 
 
 rule statistics:
-    """Record tables -> every published statistic, computed once (trainbench.stats):
+    """Record tables -> every published statistic, computed once (trainbench.analysis.stats):
     speedup and eval speed with intervals honest for n and verdicts from them,
     stability and noise flags, repeats, parity, memory, crossover, verdicts, warnings.
     """
@@ -40,7 +46,12 @@ rule statistics:
         setups=f"{RESULTS}/tables/setups.csv",
         step_losses=f"{RESULTS}/tables/step_losses.csv",
         references=f"{RESULTS}/tables/references.csv",
-        code=package_code("stats", "tables.py", "published.py", "precision.py"),
+        code=package_code(
+            "analysis/stats",
+            "analysis/tables.py",
+            "analysis/published.py",
+            "run/precision.py",
+        ),
     output:
         tables=expand(
             f"{RESULTS}/tables/{{name}}.{{ext}}",
@@ -51,7 +62,7 @@ rule statistics:
         f"{RESULTS}/logs/statistics.log",
     conda:
         "../envs/trainbench.yaml"
-    # The speed tables' bootstraps beside the other tables (trainbench.stats.publish).
+    # The speed tables' bootstraps beside the other tables (trainbench.analysis.stats.publish).
     threads: 2
     params:
         devices=DEVICE_ORDER,

@@ -6,8 +6,8 @@ from snakemake.exceptions import WorkflowError
 
 # rules/setup.smk put this checkout's scripts/ first on the path.
 from trainbench import config as tbconfig  # noqa: E402
-from trainbench.config_files import refusal_text, workflow_layers  # noqa: E402
-from trainbench.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
+from trainbench.config.files import refusal_text, workflow_layers  # noqa: E402
+from trainbench.analysis.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
 from trainbench.workloads import info as registry_info  # noqa: E402
 
 # Every config file and --config, each already checked by rules/setup.smk.
@@ -24,7 +24,7 @@ except tbconfig.ConfigError as error:
 
 # Paths inside the workflow's own tree (not the working directory).
 PACKAGE = Path(workflow.basedir) / "scripts" / "trainbench"
-TEMPLATES = PACKAGE / "templates"
+TEMPLATES = PACKAGE / "analysis" / "templates"
 
 
 def workflow_path(path):
@@ -321,7 +321,7 @@ def included_records():
     return found
 
 
-# -- float64 references (parity's yardstick; trainbench.reference) ---------------------
+# -- float64 references (parity's yardstick; trainbench.run.reference) ---------------------
 
 
 def baseline_device(workload):
@@ -376,7 +376,7 @@ def reference_inputs(wildcards):
 
 
 def reference_run_spec(wildcards):
-    from trainbench.reference import reference_spec
+    from trainbench.run.reference import reference_spec
 
     cell = tbconfig.Cell(
         wildcards.workload,

@@ -14,7 +14,7 @@ rule figures:
         runs=f"{RESULTS}/tables/runs.csv",
         epochs=f"{RESULTS}/tables/epochs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
-        code=package_code("figures", "tables.py"),
+        code=package_code("analysis/figures", "analysis/tables.py"),
     output:
         throughput=report(
             f"{RESULTS}/figures/throughput.png",

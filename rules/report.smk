@@ -9,7 +9,12 @@ rule report:
         figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURE_NAMES),
         template=workflow_path(TEMPLATES / "report.md.j2"),
         workload_template=workflow_path(TEMPLATES / "workload_report.md.j2"),
-        code=package_code("report.py", "report_tables.py", "tables.py", "html.py"),
+        code=package_code(
+            "analysis/report.py",
+            "analysis/report_tables.py",
+            "analysis/tables.py",
+            "analysis/html.py",
+        ),
     output:
         index=f"{RESULTS}/report.md",
         workload_reports=[

@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from trainbench.config_files import REFUSAL_PREFIX, workflow_layers  # noqa: E402
+from trainbench.config.files import REFUSAL_PREFIX, workflow_layers  # noqa: E402
 
 _config_problems = [
     problem

@@ -6,8 +6,8 @@ import sys
 
 # This checkout's trainbench first (Snakemake appends the script folder last).
 sys.path.insert(0, snakemake.scriptdir)
-from trainbench.aggregate import write_tables  # noqa: E402
-from trainbench.records import RecordError  # noqa: E402
+from trainbench.analysis.aggregate import write_tables  # noqa: E402
+from trainbench.common.records import RecordError  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 paths = list(snakemake.input.records) + list(snakemake.input.included)

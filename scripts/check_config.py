@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trainbench.config_checks import main_check  # noqa: E402
+from trainbench.config.cli import main_check  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main_check(sys.argv[1:]))

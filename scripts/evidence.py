@@ -6,7 +6,7 @@
     python scripts/evidence.py check --update-readme README.md   # write that list into README
     python scripts/evidence.py render docs/measured/gpu-smoke   # tables/figures/reports from its records
 
-See scripts/trainbench/evidence.py and evidence_run.py.
+See scripts/trainbench/evidence/__init__.py and evidence_run.py.
 """
 
 import argparse
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from trainbench.evidence import render  # noqa: E402
-from trainbench.evidence_check import check_readme, staleness_lines, update_readme  # noqa: E402
-from trainbench.evidence_run import PARTS, make_evidence  # noqa: E402
+from trainbench.evidence.check import check_readme, staleness_lines, update_readme  # noqa: E402
+from trainbench.evidence.run import PARTS, make_evidence  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

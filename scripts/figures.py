@@ -7,8 +7,8 @@ from pathlib import Path
 
 # This checkout's trainbench first (Snakemake appends the script folder last).
 sys.path.insert(0, snakemake.scriptdir)
-from trainbench.figures import FIGURE_NAMES, draw_figures  # noqa: E402
-from trainbench.tables import read_table  # noqa: E402
+from trainbench.analysis.figures import FIGURE_NAMES, draw_figures  # noqa: E402
+from trainbench.analysis.tables import read_table  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 tables = {Path(path).stem: read_table(path) for path in snakemake.input.tables}

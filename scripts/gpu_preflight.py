@@ -55,7 +55,8 @@ def step_series(workload: str, batch_size: int, steps: int, settings: dict) -> d
     """The harness's own loop on CUDA, the steady state left to the run's protocol."""
     from trainbench import config as tbconfig
     from trainbench import workloads
-    from trainbench.context import make_context
+    from trainbench.run.context import make_context
+    from trainbench.run.dispatch import run_workload
 
     config = {
         "seed": 0,
@@ -71,7 +72,7 @@ def step_series(workload: str, batch_size: int, steps: int, settings: dict) -> d
     with tempfile.TemporaryDirectory() as data:
         workloads.get(workload).prepare_data(config["workloads"][workload], data, 0)
         spec = tbconfig.cell_spec(config, tbconfig.Cell(workload, "cuda", batch_size, 0), data)
-        result = workloads.run(make_context(spec))
+        result = run_workload(make_context(spec))
     flat = [s for epoch in result["steps"]["seconds"] for s in epoch]
     return {
         "workload": workload,

@@ -6,7 +6,7 @@ import sys
 
 # This checkout's trainbench first (Snakemake appends the script folder last).
 sys.path.insert(0, snakemake.scriptdir)
-from trainbench.rounds import plan_round  # noqa: E402
+from trainbench.analysis.rounds import plan_round  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 plan = plan_round(

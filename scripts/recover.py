@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trainbench.recover import main  # noqa: E402
+from trainbench.run.recover import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

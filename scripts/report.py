@@ -7,8 +7,8 @@ from pathlib import Path
 
 # This checkout's trainbench first (Snakemake appends the script folder last).
 sys.path.insert(0, snakemake.scriptdir)
-from trainbench.html import write_html  # noqa: E402
-from trainbench.report import render_report, render_workload_report  # noqa: E402
+from trainbench.analysis.html import write_html  # noqa: E402
+from trainbench.analysis.report import render_report, render_workload_report  # noqa: E402
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 inputs = {Path(path).stem: path for path in snakemake.input.tables}

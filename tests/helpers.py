@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import yaml
-from trainbench import tree
+from trainbench.evidence import tree
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTS_ENV = "TRAINBENCH_ALLOW_FAULTS"
@@ -134,15 +134,15 @@ def executed_rules(output: str) -> list[str]:
 
 def _is_cell(proc: psutil.Process) -> bool:
     cmdline = " ".join(proc.cmdline())
-    if "trainbench.child" in cmdline:
+    if "trainbench.run.child" in cmdline:
         return True
-    return "trainbench.fork_server" in cmdline and any(
+    return "trainbench.run.fork_server" in cmdline and any(
         "/.attempt-" in f.path for f in proc.open_files()
     )
 
 
 def cells_here(workflow: Path) -> list[psutil.Process]:
-    """The cell processes running in ``workflow``: spawned (``-m trainbench.child``) or
+    """The cell processes running in ``workflow``: spawned (``-m trainbench.run.child``) or
     forked from the run's fork server (its command line, holding an attempt's files)."""
     found = []
     for proc in psutil.process_iter():

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from trainbench import aggregate
-from trainbench.records import RecordError, write_record
-from trainbench.stats import publish
+from trainbench.analysis import aggregate
+from trainbench.analysis.stats import publish
+from trainbench.common.records import RecordError, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 # Real records of every workload on two CPU thread counts, written by the workflow

@@ -339,7 +339,7 @@ SHIPPED = ["config.yaml", ".test/config.yaml", "examples/my_model.yaml"] + sorte
 def test_every_shipped_config_file_passes_the_check_of_one_file(name):
     """What each file is checked for on its own (before the merge) refuses none of the
     files this checkout ships."""
-    from trainbench.config_files import read_config_file
+    from trainbench.config.files import read_config_file
 
     assert read_config_file(REPO / name).problems == []
 
@@ -347,7 +347,7 @@ def test_every_shipped_config_file_passes_the_check_of_one_file(name):
 def test_snakemakes_own_config_file_messages_become_the_checks_lines(tmp_path):
     """The logger plugin's rewrite: Snakemake's message about a --configfile names
     neither file nor line; a trainbench refusal loses Snakemake's frame lines."""
-    from trainbench.config_files import refusal_lines
+    from trainbench.config.files import refusal_lines
 
     listed = tmp_path / "listed.yaml"
     listed.write_text("- a\n")
@@ -378,7 +378,7 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
 
     import yaml
     from trainbench import config as tbconfig
-    from trainbench.config_files import ConfigLayer, _check_content
+    from trainbench.config.files import ConfigLayer, _check_content
 
     monkeypatch.setattr(tbconfig, "load_schema", functools.lru_cache(None)(tbconfig.load_schema))
     base = yaml.safe_load((REPO / "config.yaml").read_text())
@@ -413,13 +413,13 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
     assert raised == []
 
 
-# -- an own model that breaks the TrainingParts contract (trainbench.parts_contract) ---
+# -- an own model that breaks the TrainingParts contract (trainbench.run.parts_contract) ---
 
-OWN_MODEL = '''
+OWN_MODEL = """
 import torch
 from torch import nn
-from trainbench.data import BatchTensorDataset, make_loader
-from trainbench.training import TrainingParts
+from trainbench.run.data import BatchTensorDataset, make_loader
+from trainbench.run.training import TrainingParts
 
 
 def build(ctx):
@@ -456,10 +456,10 @@ def build(ctx):
     if broken == "loader_is_a_number":
         parts["train_loader"] = 5
     return TrainingParts(**parts)
-'''
+"""
 
 BROKEN = {
-    "a_dict": ("returned a builtins.dict, not trainbench.training.TrainingParts", "Fix:"),
+    "a_dict": ("returned a builtins.dict, not trainbench.run.training.TrainingParts", "Fix:"),
     "model_is_a_function": ("TrainingParts whose model is", "not a torch.nn.Module"),
     "loader_is_a_number": ("whose train_loader is a builtins.int", "iterable of batches"),
     "no_metrics": ("evaluate returned no metric 'accuracy'", "Fix:"),
@@ -473,7 +473,7 @@ def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, brok
     the entry and the contract it broke (never `unknown`, never an ok record)."""
     from helpers import tiny_config
     from trainbench import config as tbconfig
-    from trainbench.launcher import run_cell
+    from trainbench.run.launcher import run_cell
 
     (tmp_path / "own").mkdir()
     (tmp_path / "own" / "broken_model.py").write_text(OWN_MODEL)

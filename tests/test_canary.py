@@ -1,4 +1,4 @@
-"""The numerical canary (trainbench.canary): passes on an honest CPU, fails naming the
+"""The numerical canary (trainbench.run.canary): passes on an honest CPU, fails naming the
 op when an op is wrong the way MPS has been wrong, records instead of raising, runs
 through the child into every cell's record, and its MPS path calls torch.mps only
 through the feature-detected device API."""
@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 import torch
 from helpers import tiny_config
-from trainbench import aggregate, canary
 from trainbench import config as tbconfig
-from trainbench.devices import AmpPolicy, MpsDevice, get_device
-from trainbench.launcher import run_cell
-from trainbench.records import read_record
+from trainbench.analysis import aggregate
+from trainbench.common.records import read_record
+from trainbench.run import canary
+from trainbench.run.devices import AmpPolicy, MpsDevice, get_device
+from trainbench.run.launcher import run_cell
 from trainbench.workloads import image_cnn
 
 CANARY_PY = Path(canary.__file__)
@@ -292,8 +293,8 @@ def test_every_cell_record_carries_its_canary(tmp_path, cnn_data, workload):
 
 def test_report_renders_the_canary_from_the_verification_table(tmp_path):
     from test_report import scenario, section, write_inputs
-    from trainbench.report import render_workload_report
-    from trainbench.stats.verdicts import VERIFICATION_COLUMNS
+    from trainbench.analysis.report import render_workload_report
+    from trainbench.analysis.stats.verdicts import VERIFICATION_COLUMNS
 
     rows = scenario()
     rows["verification"][0].update(numerics_pass=True, numerics_detail="6/6 runs pass")

@@ -14,8 +14,8 @@ import yaml
 from conftest import small_config
 from helpers import tiny_config
 from trainbench import config as tbconfig
-from trainbench.launcher import run_cell
-from trainbench.records import read_record
+from trainbench.common.records import read_record
+from trainbench.run.launcher import run_cell
 from trainbench.workloads import clip
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, cells_here, copy_workflow, run_snakemake, tiny_config, write_config
-from trainbench.records import read_record
+from trainbench.common.records import read_record
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 

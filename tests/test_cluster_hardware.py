@@ -10,10 +10,11 @@ import stat
 import pytest
 import yaml
 from helpers import REPO
-from trainbench import aggregate, environment, hardware
-from trainbench.records import write_record
-from trainbench.stats import speedup_table
-from trainbench.stats.frames import choose_baselines, prepare_runs
+from trainbench.analysis import aggregate, hardware
+from trainbench.analysis.stats import speedup_table
+from trainbench.analysis.stats.frames import choose_baselines, prepare_runs
+from trainbench.common.records import write_record
+from trainbench.run import environment
 
 XEON = "Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz"
 EPYC = "AMD EPYC 7763 64-Core Processor"

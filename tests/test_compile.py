@@ -9,10 +9,11 @@ import pytest
 import torch
 from helpers import tiny_config
 from trainbench import config as tbconfig
-from trainbench import training, workloads
-from trainbench.classify import classify
-from trainbench.context import make_context
-from trainbench.training import CompileFailedError, run_training
+from trainbench import workloads
+from trainbench.run import training
+from trainbench.run.classify import classify
+from trainbench.run.context import make_context
+from trainbench.run.training import CompileFailedError, run_training
 
 
 def validated(**workload_overrides) -> dict:
@@ -176,7 +177,7 @@ def test_a_compile_error_fails_the_cell_as_compile_failed(cnn_cell, monkeypatch)
 
 
 def test_injected_compile_fault_raises_dynamos_own_error():
-    from trainbench.faults import inject
+    from trainbench.run.faults import inject
 
     with pytest.raises(Exception) as err:
         inject("compile_failed")

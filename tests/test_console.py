@@ -1,5 +1,5 @@
 """The terminal: one line per finished job with the cell's outcome, a closing summary
-with the verdicts and the report's path, nothing else (trainbench.console)."""
+with the verdicts and the report's path, nothing else (trainbench.analysis.console)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 
 import pytest
 from helpers import copy_workflow, run_snakemake, tiny_config, write_config
-from trainbench.console import Console, cell_line, summary_lines
+from trainbench.analysis.console import Console, cell_line, summary_lines
 
 
 def write_record(tmp_path, status: str, **extra) -> str:

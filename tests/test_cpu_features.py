@@ -14,8 +14,8 @@ import pytest
 import torch
 from conftest import SCRIPTS, small_config
 from trainbench import config as tbconfig
-from trainbench import cpu_features as cf
-from trainbench import environment
+from trainbench.run import cpu_features as cf
+from trainbench.run import environment
 
 ONEDNN_LSTM = (
     "could not create a primitive descriptor for the LSTM forward propagation primitive. "
@@ -140,7 +140,7 @@ def test_onednn_capped_at_avx2_cannot_run_a_bf16_lstm():
         f"""
         import sys; sys.path.insert(0, {str(SCRIPTS)!r})
         import torch
-        from trainbench.cpu_features import autocast_unavailable
+        from trainbench.run.cpu_features import autocast_unavailable
         print(autocast_unavailable(torch.nn.Linear(8, 8), "bfloat16"))
         print(autocast_unavailable(torch.nn.LSTM(8, 8), "bfloat16"))
         """
@@ -157,7 +157,7 @@ def test_onednn_capped_at_avx2_cannot_run_a_bf16_lstm():
 def test_a_cell_whose_kernel_fails_is_unavailable_not_a_crash(tmp_path, monkeypatch):
     """The child's outcome for a CPU autocast cell whose kernel probe fails: status
     unavailable, the probe's line as the reason, the ISA in the device facts."""
-    from trainbench import child
+    from trainbench.run import child
 
     config = small_config()
     config["device_settings"] = {"cpu": {"threads": 1, "autocast": "bf16"}}
@@ -191,7 +191,7 @@ def test_a_precision_unavailable_device_is_one_attention_row():
     """Every cell of a CPU that lacks the kernel carries the same one-line reason, so
     the report lists the device once, not once per cell."""
     from stats_helpers import frame, run
-    from trainbench.stats.overview import attention_table
+    from trainbench.analysis.stats.overview import attention_table
 
     reason = (
         "CPU autocast bfloat16 unavailable: LSTM fails under it (could not create a "

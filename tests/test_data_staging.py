@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from trainbench import devices
-from trainbench.data import BatchTensorDataset, DeviceStagedLoader, make_loader
+from trainbench.run import devices
+from trainbench.run.data import BatchTensorDataset, DeviceStagedLoader, make_loader
 
 
 def dataset(n: int = 50) -> BatchTensorDataset:

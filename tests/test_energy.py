@@ -14,15 +14,15 @@ import pytest
 from stats_helpers import run
 from test_report import render_report, render_workload_report, scenario, write_inputs
 from test_tracking import FakeDevice, _context, _parts, _spec
-from trainbench.aggregate import RUN_COLUMNS, run_row
-from trainbench.devices import CpuDevice
-from trainbench.figures import FIGURES
-from trainbench.stats import COLUMNS, PUBLISHED_TABLES, publish
-from trainbench.stats.energy import energy_table
-from trainbench.trackers import EVAL, TRAIN, EnergyTracker, TimedRegion
-from trainbench.trackers import energy as en
-from trainbench.trackers import energy_counters as counters
-from trainbench.training import run_training
+from trainbench.analysis.aggregate import RUN_COLUMNS, run_row
+from trainbench.analysis.figures import FIGURES
+from trainbench.analysis.stats import COLUMNS, PUBLISHED_TABLES, publish
+from trainbench.analysis.stats.energy import energy_table
+from trainbench.run.devices import CpuDevice
+from trainbench.run.trackers import EVAL, TRAIN, EnergyTracker, TimedRegion
+from trainbench.run.trackers import energy as en
+from trainbench.run.trackers import energy_counters as counters
+from trainbench.run.training import run_training
 
 
 class Clock:

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 import yaml
 from helpers import copy_workflow, tiny_config
-from trainbench import evidence_run
 from trainbench.evidence import (
     EVIDENCE_FILE,
     Made,
@@ -23,7 +22,8 @@ from trainbench.evidence import (
     stale_files,
     write_evidence,
 )
-from trainbench.evidence_check import BEGIN, END, check_readme, readme_block
+from trainbench.evidence import run as evidence_run
+from trainbench.evidence.check import BEGIN, END, check_readme, readme_block
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,12 +31,12 @@ REPO = Path(__file__).resolve().parents[1]
 def test_measurement_code_is_what_runs_in_a_cell_not_what_reads_records():
     files = measurement_files(REPO)
     for measuring in (
-        "scripts/trainbench/training.py",
-        "scripts/trainbench/steady.py",
-        "scripts/trainbench/trackers/energy.py",
+        "scripts/trainbench/run/training.py",
+        "scripts/trainbench/run/steady.py",
+        "scripts/trainbench/run/trackers/energy.py",
         "scripts/trainbench/workloads/image_cnn.py",
-        "scripts/trainbench/textdata/proposals.py",
-        "scripts/trainbench/reference.py",
+        "scripts/trainbench/workloads/textdata/proposals.py",
+        "scripts/trainbench/run/reference.py",
         "scripts/run_cell.py",
         "rules/run.smk",
     ):
@@ -44,11 +44,11 @@ def test_measurement_code_is_what_runs_in_a_cell_not_what_reads_records():
     # config.yaml counts as the config a run resolved to (code_fingerprint), not as bytes
     assert "config.yaml" not in files
     for analysis in (
-        "scripts/trainbench/stats/parity.py",
-        "scripts/trainbench/figures/style.py",
-        "scripts/trainbench/report.py",
-        "scripts/trainbench/aggregate.py",
-        "scripts/trainbench/evidence.py",
+        "scripts/trainbench/analysis/stats/parity.py",
+        "scripts/trainbench/analysis/figures/style.py",
+        "scripts/trainbench/analysis/report.py",
+        "scripts/trainbench/analysis/aggregate.py",
+        "scripts/trainbench/evidence/__init__.py",
     ):
         assert analysis not in files, analysis
 
@@ -60,7 +60,7 @@ def test_every_module_a_cell_imports_is_measurement_code():
 
     probe = (
         "import sys; sys.path.insert(0, 'scripts');"
-        "import trainbench.child, trainbench.launcher, trainbench.reference, trainbench.workloads;"
+        "import trainbench.run.child, trainbench.run.launcher, trainbench.run.reference, trainbench.workloads;"
         "from trainbench.workloads import WORKLOADS, get;"
         "[get(w) for w in WORKLOADS];"
         "print('\\n'.join(m.__file__ for n, m in sys.modules.items()"
@@ -69,7 +69,7 @@ def test_every_module_a_cell_imports_is_measurement_code():
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)
     imported = {str(Path(f).resolve().relative_to(REPO)) for f in out.stdout.split()}
     files = set(measurement_files(REPO))
-    allowed = {"scripts/trainbench/hardware.py"}  # host labels for tables, no measurement
+    allowed = {"scripts/trainbench/analysis/hardware.py"}  # host labels for tables, no measurement
     assert imported and not (imported - files - allowed), sorted(imported - files - allowed)
 
 
@@ -81,11 +81,19 @@ workloads:
 RUN_CONFIG = "run_name: gpu-x\nrepeats: 3\n"
 
 
+def _code(rel: str, value: int = 1) -> str:
+    """A module of one definition named after its file (``training.py``: ``training``)."""
+    return f"# {rel}\n{Path(rel).stem.upper()} = {value}\n"
+
+
 def _fake_root(tmp_path: Path) -> Path:
     root = tmp_path / "root"
-    for rel in ("scripts/trainbench/training.py", "scripts/trainbench/stats/parity.py"):
+    for rel in (
+        "scripts/trainbench/run/training.py",
+        "scripts/trainbench/analysis/stats/parity.py",
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(f"# {rel}\n")
+        (root / rel).write_text(_code(rel))
     (root / "configs").mkdir()
     (root / "config.yaml").write_text(BASE_CONFIG)
     (root / "configs" / "gpu-x.yaml").write_text(RUN_CONFIG)
@@ -100,20 +108,22 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
     folder = root / "docs" / "measured" / "gpu-x"
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
     key = config_key(["config.yaml", "configs/gpu-x.yaml"])
-    assert meta["commit"] == "abc123" and len(meta["measurement_code"][key]) == 64
+    assert meta["commit"] == "abc123" and meta["measurement_code"]["version"] == 2
+    assert len(meta["measurement_code"]["files"][key]) == 64
     assert stale_files(folder, root) == []
-    (root / "scripts/trainbench/stats/parity.py").write_text("# analysis changed\n")
+    (root / "scripts/trainbench/analysis/stats/parity.py").write_text("PARITY = 2\n")
     assert stale_files(folder, root) == []  # analysis is rendered again, never stale
-    (root / "scripts/trainbench/training.py").write_text("# changed\n")
-    (root / "scripts/trainbench/steady.py").write_text("# new\n")
-    assert stale_files(folder, root) == [
-        "scripts/trainbench/steady.py",
-        "scripts/trainbench/training.py",
-    ]
+    (root / "scripts/trainbench/run/training.py").write_text(
+        "# only a comment changed\nTRAINING = 1\n"
+    )
+    assert stale_files(folder, root) == []  # comments, docstrings and moves are not behaviour
+    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py", 2))
+    (root / "scripts/trainbench/run/steady.py").write_text(_code("steady.py"))
+    assert stale_files(folder, root) == ["code STEADY", "code TRAINING"]
     # the config counts as it resolves: another comment or a workload the run did not
     # run changes nothing; a setting of one it ran does
-    (root / "scripts/trainbench/steady.py").unlink()
-    (root / "scripts/trainbench/training.py").write_text("# scripts/trainbench/training.py\n")
+    (root / "scripts/trainbench/run/steady.py").unlink()
+    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py"))
     (root / "configs/gpu-x.yaml").write_text("# same\n" + RUN_CONFIG)
     assert stale_files(folder, root) == []
     (root / "configs/gpu-x.yaml").write_text(RUN_CONFIG + "batch_sizes: [8, 32]\n")
@@ -124,33 +134,35 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
 
 def test_evidence_depends_only_on_the_workloads_it_ran(tmp_path):
     root = tmp_path / "root"
-    for rel in ("scripts/trainbench/training.py", "scripts/trainbench/workloads/image_cnn.py",
+    for rel in ("scripts/trainbench/run/training.py", "scripts/trainbench/workloads/image_cnn.py",
                 "scripts/trainbench/workloads/text_multilabel.py",
-                "scripts/trainbench/textdata/proposals.py"):  # fmt: skip
+                "scripts/trainbench/workloads/textdata/proposals.py"):  # fmt: skip
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(f"# {rel}\n")
+        (root / rel).write_text(_code(rel))
     (root / "config.yaml").write_text(BASE_CONFIG)
     folder = root / "docs" / "measured" / "cnn"
     made = Made(["make", "gpu-evidence"], 1.0, "abc123", ["config.yaml"], ["image_cnn"])
     meta = write_evidence(folder, root, made, {})
     assert meta["workloads"] == ["image_cnn"]
-    assert "scripts/trainbench/textdata/proposals.py" not in meta["measurement_code"]
-    (root / "scripts/trainbench/textdata/proposals.py").write_text("# another generator\n")
-    (root / "scripts/trainbench/workloads/text_multilabel.py").write_text("# changed\n")
-    (root / "scripts/trainbench/workloads/clip.py").write_text("# a new workload\n")
+    assert "PROPOSALS" not in meta["measurement_code"]["python"]
+    assert {"IMAGE_CNN", "TRAINING"} <= set(meta["measurement_code"]["python"])
+    (root / "scripts/trainbench/workloads/textdata/proposals.py").write_text(
+        _code("proposals.py", 2)
+    )
+    (root / "scripts/trainbench/workloads/text_multilabel.py").write_text(
+        _code("text_multilabel.py", 2)
+    )
+    (root / "scripts/trainbench/workloads/clip.py").write_text(_code("clip.py"))
     text_lr = "{batch_sizes: [8], optimizer: {lr: 0.002}}"
     (root / "config.yaml").write_text(BASE_CONFIG.replace("{batch_sizes: [8]}", text_lr))
     assert stale_files(folder, root) == []
-    (root / "scripts/trainbench/workloads/image_cnn.py").write_text("# changed\n")
-    (root / "scripts/trainbench/training.py").write_text("# changed\n")
-    assert stale_files(folder, root) == [
-        "scripts/trainbench/training.py",
-        "scripts/trainbench/workloads/image_cnn.py",
-    ]
+    (root / "scripts/trainbench/workloads/image_cnn.py").write_text(_code("image_cnn.py", 2))
+    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py", 2))
+    assert stale_files(folder, root) == ["code IMAGE_CNN", "code TRAINING"]
     # evidence made without the list depends on every workload's code
     everything = write_evidence(root / "docs" / "measured" / "all", root, Made(
         ["x"], 1.0, "abc123", []), {})  # fmt: skip
-    assert "scripts/trainbench/textdata/proposals.py" in everything["measurement_code"]
+    assert "PROPOSALS" in everything["measurement_code"]["python"]
 
 
 def test_the_readme_check_fails_until_the_readme_names_the_changed_code(tmp_path, capsys):
@@ -158,10 +170,10 @@ def test_the_readme_check_fails_until_the_readme_names_the_changed_code(tmp_path
     readme = root / "README.md"
     readme.write_text(f"intro\n{readme_block(root)}\nend\n")
     assert check_readme(root, readme) == 0
-    (root / "scripts/trainbench/training.py").write_text("# changed\n")
+    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py", 2))
     assert check_readme(root, readme) == 1
     assert "measure again" in capsys.readouterr().err
-    assert "training.py" in readme_block(root)
+    assert "`code TRAINING`" in readme_block(root)
 
 
 def test_the_readme_says_what_changed_since_the_committed_evidence():
@@ -209,7 +221,7 @@ def test_a_collected_run_renders_again_from_its_records_alone(tmp_path):
 
 
 def test_a_declared_commit_wins_over_a_stale_git_beside_the_tree(tmp_path, monkeypatch):
-    from trainbench.environment import git_commit
+    from trainbench.run.environment import git_commit
 
     def git(*args):
         return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
@@ -224,3 +236,75 @@ def test_a_declared_commit_wins_over_a_stale_git_beside_the_tree(tmp_path, monke
     assert git_commit(tmp_path) == git("rev-parse", "HEAD") + "-dirty"
     monkeypatch.setenv("TRAINBENCH_COMMIT", "b1ca57c")
     assert git_commit(tmp_path) == "b1ca57c"
+
+
+# -- the behaviour fingerprint (trainbench.evidence.behaviour) ---------------------------
+
+MODULE_A = '''"""Module a."""
+from trainbench.x import helper
+
+LIMIT = 3
+
+
+def measure(steps):
+    """Time the steps."""
+    return helper(steps) * LIMIT  # a comment
+
+
+class Timer:
+    """A timer."""
+
+    unit = "s"
+
+    def start(self):
+        return 0
+'''
+
+
+def _fingerprint(tmp_path, files: dict[str, str]) -> dict:
+    from trainbench.evidence import behaviour
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return behaviour.fingerprint(tmp_path, sorted(files))
+
+
+def test_a_move_a_split_or_a_removed_duplicate_keeps_the_behaviour_fingerprint(tmp_path):
+    from trainbench.evidence import behaviour
+
+    before = _fingerprint(tmp_path / "1", {"pkg/a.py": MODULE_A, "rules/run.smk": "rule x:\n"})
+    # a moved into a subpackage and split in two, its imports rewritten, docstrings and
+    # comments edited, and an exact duplicate of `measure` left in a third module
+    head, timer = MODULE_A.split("class Timer:")
+    moved = {
+        "pkg/run/a.py": head.replace("from trainbench.x", "from trainbench.run.x")
+        .replace('"""Time the steps."""', '"""Time the steps (moved)."""')
+        .replace("# a comment", ""),
+        "pkg/run/timer.py": '"""Split off."""\nimport os\n\n\nclass Timer:' + timer,
+        "pkg/old.py": "def measure(steps):\n    return helper(steps) * LIMIT\n",
+        "rules/run.smk": "rule x:\n",
+    }
+    after = _fingerprint(tmp_path / "2", moved)
+    assert behaviour.changed(before, after) == []
+    assert set(before["python"]) == {"LIMIT", "measure", "Timer.start", "class Timer"}
+
+
+def test_any_change_of_code_marks_the_behaviour_fingerprint(tmp_path):
+    from trainbench.evidence import behaviour
+
+    before = _fingerprint(tmp_path / "0", {"a.py": MODULE_A, "rules/run.smk": "rule x:\n"})
+    edits = {
+        "LIMIT = 4": ("LIMIT = 3", "LIMIT = 4"),
+        "a class attribute": ('unit = "s"', 'unit = "ms"'),
+        "a method": ("return 0", "return 1"),
+        "a default": ("def measure(steps):", "def measure(steps=2):"),
+    }
+    expected = {"LIMIT = 4": "code LIMIT", "a class attribute": "code class Timer",
+                "a method": "code Timer.start", "a default": "code measure"}  # fmt: skip
+    for i, (what, (old, new)) in enumerate(edits.items(), start=1):
+        after = _fingerprint(tmp_path / str(i), {"a.py": MODULE_A.replace(old, new),
+                                                 "rules/run.smk": "rule x:\n"})  # fmt: skip
+        assert behaviour.changed(before, after) == [expected[what]], what
+    rules = _fingerprint(tmp_path / "r", {"a.py": MODULE_A, "rules/run.smk": "rule y:\n"})
+    assert behaviour.changed(before, rules) == ["rules/run.smk"]

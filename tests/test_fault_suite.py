@@ -14,7 +14,7 @@ from helpers import (
     tiny_config,
     write_config,
 )
-from trainbench.records import read_record
+from trainbench.common.records import read_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TARGET = "results/report.md"

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.text import Text
-from trainbench import figures
-from trainbench.figures import (
+from trainbench.analysis import figures
+from trainbench.analysis.figures import (
     DRAW_ORDER,
     FIGURE_NAMES,
     FIGURES,
@@ -29,11 +29,11 @@ from trainbench.figures import (
     draw_figures,
     style,
 )
-from trainbench.figures import epoch_time as epoch_time_module
-from trainbench.figures import matmul as matmul_module
-from trainbench.figures import speedup as speedup_module
-from trainbench.figures import throughput as throughput_module
-from trainbench.tables import read_table
+from trainbench.analysis.figures import epoch_time as epoch_time_module
+from trainbench.analysis.figures import matmul as matmul_module
+from trainbench.analysis.figures import speedup as speedup_module
+from trainbench.analysis.figures import throughput as throughput_module
+from trainbench.analysis.tables import read_table
 
 PACKAGE = Path(figures.__file__).resolve().parent
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -69,7 +69,7 @@ VERIFICATION = ["workload", "device", "placement_pass", "autocast_pass", "fallba
                 "fallback_detail"]  # fmt: skip
 ENERGY = ["workload", "batch_size", "device", "n", "joules_per_sample", "samples_per_joule",
           "spj_low", "spj_high", "spj_interval", "verdict", "domains", "unavailable"]  # fmt: skip
-from trainbench.stats.breakdown import BREAKDOWN_TABLE_COLUMNS  # noqa: E402
+from trainbench.analysis.stats.breakdown import BREAKDOWN_TABLE_COLUMNS  # noqa: E402
 
 COLUMNS = {
     "energy": ENERGY, "runs": RUNS, "epochs": EPOCHS, "matmul": MATMUL, "speedup": SPEEDUP,
@@ -239,7 +239,7 @@ def make_tables(
 
 
 def _step_breakdown(tables: dict) -> None:
-    """Each training cell's shares and label, as trainbench.stats.breakdown writes them."""
+    """Each training cell's shares and label, as trainbench.analysis.stats.breakdown writes them."""
     rows = []
     for workload, sizes in (("image_cnn", (32, 128)), ("text_multilabel", (8, 16))):
         for device, busy, issue in (("cpu", 0.95, None), ("mps", 0.6, 0.3), ("cuda", 0.2, 0.7)):
@@ -491,7 +491,7 @@ def test_global_matplotlib_state_is_left_alone(tables, tmp_path):
 
 # ----------------------------------------------------------------------------- purity
 
-FORBIDDEN = ("scipy", "statistics", "trainbench.stats", "trainbench.analysis")
+FORBIDDEN = ("scipy", "statistics", "trainbench.analysis.stats", "trainbench.analysis")
 # calls that compute a statistic or aggregate values (selection and sorting are fine)
 AGGREGATING = {
     "median", "mean", "quantile", "percentile", "nanmedian", "nanmean", "nanpercentile",
@@ -508,7 +508,7 @@ def _modules() -> list[Path]:
 
 
 def _imports(source: str) -> list[str]:
-    """Absolute module names imported by a module of trainbench.figures (relative ones
+    """Absolute module names imported by a module of trainbench.analysis.figures (relative ones
     resolved; ``from X import y`` gives X and X.y)."""
     package = ["trainbench", "figures"]
     names = []
@@ -545,4 +545,8 @@ def test_no_statistic_is_computed(path):
 
 def test_import_resolution_catches_relative_imports():
     names = _imports("from ..stats import publish\nfrom .. import analysis\nfrom . import data\n")
-    assert {"trainbench.stats", "trainbench.analysis", "trainbench.figures.data"} <= set(names)
+    assert {
+        "trainbench.analysis.stats",
+        "trainbench.analysis",
+        "trainbench.analysis.figures.data",
+    } <= set(names)

@@ -1,4 +1,4 @@
-"""The pre-imported fork server (trainbench.fork_server): what decides which server a
+"""The pre-imported fork server (trainbench.run.fork_server): what decides which server a
 cell's child comes from, and that a server lives only as long as its owner. Crash
 isolation on the fork path: tests/test_launcher.py runs every fault on both paths."""
 
@@ -10,30 +10,30 @@ import sys
 
 import psutil
 import pytest
-from trainbench import fork_server
-from trainbench.launcher import child_environment, start_method
+from trainbench.run import fork_client, fork_server
+from trainbench.run.launcher import child_environment, start_method
 
 
 def test_a_per_attempt_variable_shares_the_server_and_any_other_does_not():
     env = {"PATH": "/usr/bin", "TRAINBENCH_WATCHDOG_FD": "5", "PYTEST_CURRENT_TEST": "a"}
     same = env | {"TRAINBENCH_WATCHDOG_FD": "9", "PYTEST_CURRENT_TEST": "b"}
-    assert fork_server.server_key(env) == fork_server.server_key(same)
+    assert fork_client.server_key(env) == fork_client.server_key(same)
     for other in ({"OMP_NUM_THREADS": "2"}, {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}):
-        assert fork_server.server_key(env) != fork_server.server_key(env | other)
+        assert fork_client.server_key(env) != fork_client.server_key(env | other)
 
 
 def test_auto_forks_only_under_a_local_snakemake_run_on_linux(monkeypatch):
     spec = {"launcher": {"start_method": "auto"}}
-    monkeypatch.setattr("trainbench.launcher._snakemake_run", lambda: None)
+    monkeypatch.setattr("trainbench.run.launcher._snakemake_run", lambda: None)
     assert start_method(spec)[0] == "spawn"
     run = {"pid": os.getpid(), "started": psutil.Process().create_time()}
-    monkeypatch.setattr("trainbench.launcher._snakemake_run", lambda: run)
+    monkeypatch.setattr("trainbench.run.launcher._snakemake_run", lambda: run)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     expected = "fork_server" if sys.platform.startswith("linux") else "spawn"
     assert start_method(spec)[:2] == (expected, run if expected == "fork_server" else None)
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     assert start_method(spec)[0] == "spawn"
-    monkeypatch.setattr("trainbench.launcher.sys.platform", "darwin")
+    monkeypatch.setattr("trainbench.run.launcher.sys.platform", "darwin")
     assert start_method({"launcher": {"start_method": "fork_server"}})[0] == "spawn"
     assert start_method({"launcher": {"start_method": "spawn"}})[0] == "spawn"
 
@@ -42,8 +42,8 @@ def test_a_server_is_refused_for_an_owner_that_is_gone():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     env, _ = child_environment({"backend": "cpu", "device_settings": {}})
-    with pytest.raises(fork_server.ForkServerUnavailable, match="not alive"):
-        fork_server.ensure_server(env, {"pid": gone.pid, "started": None})
+    with pytest.raises(fork_client.ForkServerUnavailable, match="not alive"):
+        fork_client.ensure_server(env, {"pid": gone.pid, "started": None})
 
 
 @pytest.mark.slow
@@ -53,8 +53,8 @@ def test_the_server_stops_with_its_owner_and_a_stale_socket_is_replaced():
     owner = {"pid": owner_proc.pid, "started": psutil.Process(owner_proc.pid).create_time()}
     env, _ = child_environment({"backend": "cpu", "device_settings": {}})
     try:
-        path = fork_server.ensure_server(env, owner)
-        assert path.exists() and path == fork_server.ensure_server(env, owner)
+        path = fork_client.ensure_server(env, owner)
+        assert path.exists() and path == fork_client.ensure_server(env, owner)
         servers = [
             p for p in psutil.process_iter(["cmdline"]) if str(path) in (p.info["cmdline"] or [])
         ]
@@ -97,8 +97,8 @@ def test_a_server_that_cannot_start_is_tried_once_per_run(monkeypatch, tmp_path)
     broken.mkdir()
     (broken / "__init__.py").write_text("raise ImportError('a broken install')\n")
     env = env | {"PYTHONPATH": str(tmp_path)}  # this trainbench cannot be imported: it fails
-    with pytest.raises(fork_server.ForkServerUnavailable, match="exited") as first:
-        fork_server.ensure_server(env, owner)
-    with pytest.raises(fork_server.ForkServerUnavailable) as again:
-        fork_server.ensure_server(env, owner)
+    with pytest.raises(fork_client.ForkServerUnavailable, match="exited") as first:
+        fork_client.ensure_server(env, owner)
+    with pytest.raises(fork_client.ForkServerUnavailable) as again:
+        fork_client.ensure_server(env, owner)
     assert str(again.value) == str(first.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from trainbench.html import markdown_page, write_html
+from trainbench.analysis.html import markdown_page, write_html
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"

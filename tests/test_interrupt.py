@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import cells_here, copy_workflow, run_snakemake, tiny_config, write_config
-from trainbench.records import read_record
+from trainbench.common.records import read_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 TARGET = "results/report.md"
@@ -88,7 +88,7 @@ def test_interrupted_workflow_resumes_without_losing_records(tmp_path, sig):
 WRITER = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from trainbench.records import atomic_write_json
+from trainbench.common.records import atomic_write_json
 payload = {"schema_version": 1, "blob": ["x" * 1000] * 20000}
 while True:
     atomic_write_json(sys.argv[1], payload)

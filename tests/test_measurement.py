@@ -14,11 +14,16 @@ import psutil
 import pytest
 import torch
 from torch import nn
-from trainbench.aggregate import run_row
-from trainbench.context import RunContext
-from trainbench.devices import AmpPolicy, CpuDevice
-from trainbench.measurement import TimingProtocol, epoch_windows, eval_window, measurement_window
-from trainbench.steady import (
+from trainbench.analysis.aggregate import run_row
+from trainbench.run.context import RunContext
+from trainbench.run.devices import AmpPolicy, CpuDevice
+from trainbench.run.measurement import (
+    TimingProtocol,
+    epoch_windows,
+    eval_window,
+    measurement_window,
+)
+from trainbench.run.steady import (
     FLAT,
     NO_STEADY_STATE,
     SLOWDOWN,
@@ -26,9 +31,9 @@ from trainbench.steady import (
     detect_steady_state,
     tukey_outliers,
 )
-from trainbench.trackers import HostActivity
-from trainbench.trackers.host import own_cpu_seconds
-from trainbench.training import TrainingParts, run_training
+from trainbench.run.trackers import HostActivity
+from trainbench.run.trackers.host import own_cpu_seconds
+from trainbench.run.training import TrainingParts, run_training
 
 RNG = np.random.default_rng(7)
 

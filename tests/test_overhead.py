@@ -13,10 +13,10 @@ import sys
 import pytest
 from helpers import REPO, backend_available, tiny_config
 from trainbench import config as tbconfig
-from trainbench import launcher
-from trainbench.aggregate import build_tables, load_records
-from trainbench.loss_tables import loss_tables, read_references
-from trainbench.records import RecordError, read_record, validate_record
+from trainbench.analysis.aggregate import build_tables, load_records
+from trainbench.analysis.loss_tables import loss_tables, read_references
+from trainbench.common.records import RecordError, read_record, validate_record
+from trainbench.run import availability, launcher
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from overhead import measure, render, synthetic, workflow  # noqa: E402  (benchmarks/overhead)
@@ -56,7 +56,7 @@ needs_no_cuda = pytest.mark.skipif(backend_available("cuda"), reason="a CUDA dev
 
 @needs_no_cuda
 def test_unavailable_device_is_remembered_within_one_snakemake_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher, "_snakemake_run", lambda: dict(RUN))
+    monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
     first, _ = run(tmp_path, cuda_cell(0))
     second, log = run(tmp_path, cuda_cell(1))
 
@@ -76,9 +76,9 @@ def test_unavailable_device_is_remembered_within_one_snakemake_run(tmp_path, mon
 
 @needs_no_cuda
 def test_another_snakemake_run_asks_the_device_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher, "_snakemake_run", lambda: dict(RUN))
+    monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
     run(tmp_path, cuda_cell(0))
-    monkeypatch.setattr(launcher, "_snakemake_run", lambda: {**RUN, "pid": RUN["pid"] + 1})
+    monkeypatch.setattr(availability, "_snakemake_run", lambda: {**RUN, "pid": RUN["pid"] + 1})
     second, log = run(tmp_path, cuda_cell(1))
     assert second["attempts"][0]["returncode"] == 0
     assert "availability" not in second["attempts"][0]
@@ -88,9 +88,9 @@ def test_another_snakemake_run_asks_the_device_again(tmp_path, monkeypatch):
 def test_memo_only_for_accelerator_records_under_a_snakemake_run(tmp_path, monkeypatch):
     cell = cuda_cell(0)
     output = record_path(tmp_path, cell)
-    monkeypatch.setattr(launcher, "_snakemake_run", lambda: None)
+    monkeypatch.setattr(availability, "_snakemake_run", lambda: None)
     assert launcher.AvailabilityMemo.for_cell(spec_for(cell), output) is None
-    monkeypatch.setattr(launcher, "_snakemake_run", lambda: dict(RUN))
+    monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
     memo = launcher.AvailabilityMemo.for_cell(spec_for(cell), output)
     assert memo is not None and memo.path.parent == tmp_path / "results" / "availability"
     assert launcher.AvailabilityMemo.for_cell(spec_for(cell), tmp_path / "metrics.json") is None
@@ -113,7 +113,7 @@ def test_memo_only_for_accelerator_records_under_a_snakemake_run(tmp_path, monke
     ],
 )
 def test_snakemake_process_detection(cmdline, expected):
-    assert launcher._is_snakemake(cmdline) is expected
+    assert availability._is_snakemake(cmdline) is expected
 
 
 # ----------------------------------------------------------------------------- records
@@ -140,11 +140,11 @@ def test_cell_phases_split_the_cell_wall_time(tmp_path):
     lines = [
         _event("start", 1, 0, 100.0, created=100.0, argv=["-m", "snakemake"]),
         _event("start", 2, 1, 101.1, created=101.0, argv=["tmp.run_cell.py"]),
-        _event("call", 2, 1, 102.0, what="trainbench.launcher.run_cell", arg=str(output)),
-        _event("start", 3, 2, 102.2, created=102.1, argv=["-m", "trainbench.child"]),
-        _event("call", 3, 2, 103.5, what="trainbench.devices.get_device"),
-        _event("call", 3, 2, 104.0, what="trainbench.records.atomic_write_json"),
-        _event("call", 2, 1, 104.3, what="trainbench.records.atomic_write_json"),
+        _event("call", 2, 1, 102.0, what="trainbench.run.launcher.run_cell", arg=str(output)),
+        _event("start", 3, 2, 102.2, created=102.1, argv=["-m", "trainbench.run.child"]),
+        _event("call", 3, 2, 103.5, what="trainbench.run.devices.get_device"),
+        _event("call", 3, 2, 104.0, what="trainbench.common.records.atomic_write_json"),
+        _event("call", 2, 1, 104.3, what="trainbench.common.records.atomic_write_json"),
         _event("exit", 2, 1, 104.4, rule="run_cell"),
         _event("exit", 1, 0, 105.0),
     ]

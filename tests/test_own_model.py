@@ -9,8 +9,8 @@ import pytest
 import yaml
 from helpers import REPO, copy_workflow, run_snakemake, tiny_config, write_config
 from trainbench import workloads
+from trainbench.common.records import read_record
 from trainbench.config import ConfigError, validate_config
-from trainbench.records import read_record
 
 
 def test_the_bundled_workloads_are_entries_of_the_same_interface():

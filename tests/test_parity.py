@@ -15,12 +15,12 @@ from helpers import FAULTS_ENV, tiny_config
 from scipy.stats import chi2
 from stats_helpers import frame, run
 from trainbench import config as tbconfig
-from trainbench import stats
-from trainbench.aggregate import run_row
-from trainbench.launcher import run_cell
-from trainbench.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
-from trainbench.stats import parity
-from trainbench.stats.verdicts import verdicts_table
+from trainbench.analysis import stats
+from trainbench.analysis.aggregate import run_row
+from trainbench.analysis.stats import parity
+from trainbench.analysis.stats.verdicts import verdicts_table
+from trainbench.run.launcher import run_cell
+from trainbench.run.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
 from trainbench.workloads import image_cnn
 
 STEPS = 32
@@ -303,7 +303,9 @@ def test_size_is_validated():
                 {**copy.deepcopy(base), "fault_injection": [{**fault, "size": bad}]}
             )
     wrong_fault = {**fault, "fault": "exception", "size": 0.1}
-    with pytest.raises(tbconfig.ConfigError, match="only silent_numeric_error and eval_output_error take a size"):
+    with pytest.raises(
+        tbconfig.ConfigError, match="only silent_numeric_error and eval_output_error take a size"
+    ):
         tbconfig.validate_config({**copy.deepcopy(base), "fault_injection": [wrong_fault]})
     with pytest.raises(ValueError, match="size"), silent_numeric_error(0, "cpu"):
         pass
@@ -395,7 +397,7 @@ def test_the_drift_compares_the_steps_before_the_baseline_diverges():
     benchmarks/parity_power.py. A device wrong by 1e-3 from the first step is 8x
     the baseline there but within 100x its late error: over every step it passes; over
     the steps before the baseline diverges it fails. A correct device passes both."""
-    from trainbench.stats import drift
+    from trainbench.analysis.stats import drift
 
     steps, onset = 32, 10
     reference = np.full(steps, 2.3)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import yaml
 from helpers import tiny_config
+from trainbench.analysis.stats.drift import pair_drift
 from trainbench.bench import parity_analysis, parity_markdown, parity_power
-from trainbench.stats.drift import pair_drift
 
 STEPS = 32
 REPEATS = 5

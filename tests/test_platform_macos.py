@@ -13,10 +13,10 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from trainbench import cell_lock, devices, environment
-from trainbench import cpu_features as cf
-from trainbench.devices import CpuDevice
-from trainbench.trackers import energy_counters as counters
+from trainbench.run import cell_lock, devices, environment
+from trainbench.run import cpu_features as cf
+from trainbench.run.devices import CpuDevice
+from trainbench.run.trackers import energy_counters as counters
 
 SYSCTL = {
     ("sysctl", "-n", "machdep.cpu.brand_string"): "Apple M2 Pro\n",

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from trainbench.records import (
+from trainbench.common.records import (
     SCHEMA_VERSION,
     RecordError,
     atomic_write_json,

@@ -1,6 +1,6 @@
-"""The float64 reference of a repeat's first steps (trainbench.reference): the same
+"""The float64 reference of a repeat's first steps (trainbench.run.reference): the same
 start as the float32 cell, float64 arithmetic throughout, made only where parity
-needs it; and the arithmetic precision a cell's record implies (trainbench.precision)."""
+needs it; and the arithmetic precision a cell's record implies (trainbench.run.precision)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import torch
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench import workloads
-from trainbench.context import make_context
-from trainbench.loss_tables import loss_tables
-from trainbench.precision import UNIT_ROUNDOFF, default_dtype, precision_of, upcast
-from trainbench.reference import need_for_reference, reference_spec
+from trainbench.analysis.loss_tables import loss_tables
+from trainbench.run.context import make_context
+from trainbench.run.dispatch import run_workload
+from trainbench.run.precision import UNIT_ROUNDOFF, default_dtype, precision_of, upcast
+from trainbench.run.reference import need_for_reference, reference_spec
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def image_config(tmp_path_factory):
 
 
 def _run(spec: dict) -> dict:
-    return workloads.run(make_context(spec))
+    return run_workload(make_context(spec))
 
 
 def test_the_reference_starts_where_the_cell_starts_and_computes_in_float64(image_config):

@@ -9,8 +9,8 @@ import json
 
 import pytest
 from helpers import copy_workflow, run_snakemake, tiny_config, write_config
-from trainbench.records import read_record
-from trainbench.tables import read_table
+from trainbench.analysis.tables import read_table
+from trainbench.common.records import read_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from trainbench.report import render_report, render_workload_report
-from trainbench.stats import COLUMNS as STATS_COLUMNS
+from trainbench.analysis.report import render_report, render_workload_report
+from trainbench.analysis.stats import COLUMNS as STATS_COLUMNS
 
 PACKAGE = Path(__file__).parents[1] / "scripts" / "trainbench"
 REPORT_FILES = (PACKAGE / "report.py", PACKAGE / "report_tables.py")  # the report and its tables
@@ -395,7 +395,7 @@ def test_cell_time_section(rendered):
 
 
 def test_report_imports_no_statistics():
-    banned = ("scipy", "statistics", "trainbench.stats", "trainbench.analysis")
+    banned = ("scipy", "statistics", "trainbench.analysis.stats", "trainbench.analysis")
     relative = ("stats", "analysis")
     nodes = [node for path in REPORT_FILES for node in ast.walk(ast.parse(path.read_text()))]
     for node in nodes:

@@ -12,7 +12,7 @@ from helpers import (
     tiny_config,
     write_config,
 )
-from trainbench.records import read_record
+from trainbench.common.records import read_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -89,7 +89,7 @@ def test_rerun_failed_replaces_only_failed_records(ran):
 def test_template_change_rebuilds_reports_without_training(ran):
     workflow = ran
     before = snapshot(workflow)
-    template = workflow / "scripts/trainbench/templates/report.md.j2"
+    template = workflow / "scripts/trainbench/analysis/templates/report.md.j2"
     template.write_text(template.read_text() + "\nRegenerated from stored records.\n")
     proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=300)
     output = proc.stdout + proc.stderr

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from stats_helpers import GIB, cell, epochs_for, frame, run
-from trainbench import stats
+from trainbench.analysis import stats
 
 
 def one(table: pd.DataFrame, **keys) -> pd.Series:

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from trainbench.stats import intervals as iv
-from trainbench.stats import paired_ratio_interval, ratio_interval, summarize, verdict
+from trainbench.analysis.stats import intervals as iv
+from trainbench.analysis.stats import paired_ratio_interval, ratio_interval, summarize, verdict
 
 CI_KINDS = {"95% BCa CI", "95% percentile CI"}
 

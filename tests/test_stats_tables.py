@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from stats_helpers import cell, epochs_for, frame, matmul_rows, run
-from trainbench import stats, tables
-from trainbench.stats import frames, quality, repeats, speed, verdicts
+from trainbench.analysis import stats, tables
+from trainbench.analysis.stats import frames, quality, repeats, speed, verdicts
 
 CPU3 = [100.0, 101.0, 99.0]
 

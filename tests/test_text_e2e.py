@@ -6,8 +6,8 @@ import csv
 
 import pytest
 from helpers import copy_workflow, run_snakemake, tiny_config, write_config
-from trainbench.records import read_record
-from trainbench.textdata.proposals import PROPOSAL_LABELS
+from trainbench.common.records import read_record
+from trainbench.workloads.textdata.proposals import PROPOSAL_LABELS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ import torch
 from conftest import REPO_ROOT, small_config
 from sklearn.metrics import f1_score, precision_score, recall_score
 from trainbench.config import ConfigError, validate_config
-from trainbench.metrics import multilabel_metrics
 from trainbench.workloads import text_multilabel
+from trainbench.workloads.metrics import multilabel_metrics
 
 
 def text_settings(**overrides) -> dict:
@@ -174,7 +174,7 @@ def test_default_config_proposals_fit_max_length(default_prepared):
 def test_default_tokenizer_keeps_the_comparison_evidence_whole(default_prepared):
     """Every name and misspelling, every timeline year and every objective number the
     crosswalk may cite is one token of the WordPiece vocabulary trained on the split."""
-    from trainbench.textdata.proposal_vocabulary import FIRST_NAMES, SURNAME_TYPOS
+    from trainbench.workloads.textdata.proposal_vocabulary import FIRST_NAMES, SURNAME_TYPOS
     from transformers import PreTrainedTokenizerFast
 
     _, _, out = default_prepared

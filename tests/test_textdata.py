@@ -8,16 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trainbench.textdata.dataset import TextDataset
-from trainbench.textdata.files import load_goemotions, load_table
-from trainbench.textdata.proposal_check import check_proposal
-from trainbench.textdata.proposal_vocabulary import (
+from trainbench.workloads.textdata.dataset import TextDataset
+from trainbench.workloads.textdata.files import load_goemotions, load_table
+from trainbench.workloads.textdata.proposal_check import check_proposal
+from trainbench.workloads.textdata.proposal_vocabulary import (
     BANNED_PHRASES,
     FIRST_NAMES,
     SURNAME_TYPOS,
 )
-from trainbench.textdata.proposals import PROPOSAL_LABELS, generate_proposals
-from trainbench.textdata.splits import load_splits
+from trainbench.workloads.textdata.proposals import PROPOSAL_LABELS, generate_proposals
+from trainbench.workloads.textdata.splits import load_splits
 
 GOEMOTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "goemotions"
 needs_goemotions = pytest.mark.skipif(

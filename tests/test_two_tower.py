@@ -17,13 +17,13 @@ import torch
 from conftest import small_config
 from helpers import tiny_config
 from trainbench import config as tbconfig
-from trainbench import training
-from trainbench.context import RunContext
-from trainbench.cpu_features import cpu_flags
-from trainbench.devices import get_device
-from trainbench.launcher import run_cell
-from trainbench.records import read_record
-from trainbench.trackers import TRAIN
+from trainbench.common.records import read_record
+from trainbench.run import training
+from trainbench.run.context import RunContext
+from trainbench.run.cpu_features import cpu_flags
+from trainbench.run.devices import get_device
+from trainbench.run.launcher import run_cell
+from trainbench.run.trackers import TRAIN
 from trainbench.workloads import two_tower as tt
 
 SCHEDULE_KEY = "workloads.two_tower.mine_schedule"

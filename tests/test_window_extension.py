@@ -8,8 +8,8 @@ import time
 
 import pytest
 from test_tracking import FakeDevice, _context, _parts, _spec
-from trainbench.measurement import TimingProtocol, extension_steps_needed, measurement_window
-from trainbench.training import run_training
+from trainbench.run.measurement import TimingProtocol, extension_steps_needed, measurement_window
+from trainbench.run.training import run_training
 
 
 def _timing(**timing) -> dict:

@@ -17,8 +17,8 @@ import sys
 
 import pytest
 from helpers import backend_available, copy_workflow, run_snakemake, tiny_config, write_config
-from trainbench.records import read_record
-from trainbench.tables import sig
+from trainbench.analysis.tables import sig
+from trainbench.common.records import read_record
 
 pytestmark = pytest.mark.e2e
 

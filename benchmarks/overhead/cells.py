@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
-from trainbench.tree import copy_workflow
+from trainbench.evidence.tree import copy_workflow
 
 from .trace import cell_phases, read_trace, snakemake_fixed
 from .workflow import median, snakemake, summarise, tracer_dir, workflow_env

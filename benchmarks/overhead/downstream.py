@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
-from trainbench.tree import copy_workflow
+from trainbench.evidence.tree import copy_workflow
 
 from .synthetic import synthetic_config, write_synthetic_records
 from .trace import idle_between_jobs, job_phases, read_trace, snakemake_fixed

@@ -16,16 +16,16 @@ from .workflow import median, workflow_env
 # What each process imports before it does anything (for python -X importtime).
 IMPORTS = {
     "torch": "import torch",
-    "run_cell script (launcher)": "import trainbench.config, trainbench.launcher",
+    "run_cell script (launcher)": "import trainbench.config, trainbench.run.launcher",
     "child before its work": (
         "import numpy, torch; from trainbench import workloads, context, devices, "
         "environment, faults, trackers, training"
     ),
     "snakemake script preamble": "import pickle, snakemake.iocontainers, snakemake.logging",
-    "aggregate script": "import trainbench.aggregate",
-    "statistics script": "import trainbench.tables, trainbench.stats",
-    "figures script": "import trainbench.tables, trainbench.figures",
-    "report scripts": "import trainbench.report",
+    "aggregate script": "import trainbench.analysis.aggregate",
+    "statistics script": "import trainbench.analysis.tables, trainbench.analysis.stats",
+    "figures script": "import trainbench.analysis.tables, trainbench.analysis.figures",
+    "report scripts": "import trainbench.analysis.report",
 }
 
 

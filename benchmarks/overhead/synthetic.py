@@ -169,7 +169,7 @@ def write_synthetic_records(
     and the float64 reference of every repeat that parity needs (:mod:`.losses`).
     Returns the records' counts by status and the number of references."""
     from trainbench import config as tbconfig
-    from trainbench.records import write_record
+    from trainbench.common.records import write_record
 
     validated = tbconfig.validate_config(copy.deepcopy(config))
     cells = tbconfig.expand_matrix(validated)
@@ -243,7 +243,7 @@ def _write_references(workdir: Path, config: dict, records: dict, curves: dict) 
     """The reference record of each repeat whose baseline and another device finished ok
     (``results/references/<workload>/bs<N>/rep<k>/reference.json``); how many."""
     from trainbench import config as tbconfig
-    from trainbench.records import atomic_write_json
+    from trainbench.common.records import atomic_write_json
 
     steps = config["report"]["parity_reference"]["steps"]
     wanted = config["report"]["baseline_device"]

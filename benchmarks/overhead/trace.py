@@ -68,8 +68,8 @@ def cell_phases(procs: dict[int, dict], records_root: Path) -> list[dict]:
         if job.get("rule") != "run_cell":
             previous_end = end
             continue
-        ready = _first_call(job, "trainbench.launcher.run_cell")
-        record_write = _last_call(job, "trainbench.records.atomic_write_json")
+        ready = _first_call(job, "trainbench.run.launcher.run_cell")
+        record_write = _last_call(job, "trainbench.common.records.atomic_write_json")
         row: dict = {
             "cell": None,
             "snakemake_gap_s": job["created"] - previous_end,
@@ -82,8 +82,10 @@ def cell_phases(procs: dict[int, dict], records_root: Path) -> list[dict]:
             row["status"] = record["status"]
         children = _children(procs, job["pid"])
         child = children[0] if children else None
-        child_ready = _first_call(child, "trainbench.devices.get_device") if child else None
-        child_done = _last_call(child, "trainbench.records.atomic_write_json") if child else None
+        child_ready = _first_call(child, "trainbench.run.devices.get_device") if child else None
+        child_done = (
+            _last_call(child, "trainbench.common.records.atomic_write_json") if child else None
+        )
         if child and child_ready and child_done:
             row["child_spawn_imports_s"] = child_ready[0] - ready[0]
             row["work_s"] = child_done - child_ready[0]
@@ -107,10 +109,10 @@ def job_phases(procs: dict[int, dict]) -> list[dict]:
     script's start and imports (until its first trainbench call), and its work."""
     main = _main_process(procs)
     calls = (
-        "trainbench.tables.read_table",
-        "trainbench.aggregate.write_tables",
-        "trainbench.report.render_report",
-        "trainbench.report.render_workload_report",
+        "trainbench.analysis.tables.read_table",
+        "trainbench.analysis.aggregate.write_tables",
+        "trainbench.analysis.report.render_report",
+        "trainbench.analysis.report.render_workload_report",
     )
     jobs = job_processes(procs)
     rows = []

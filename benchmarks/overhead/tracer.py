@@ -7,11 +7,11 @@ under it (Snakemake, each job's script, each cell's child) then appends JSON lin
 - ``start``: when the process was created (from /proc: 10 ms resolution) and when
   this hook ran (after the interpreter started), with argv;
 - ``call`` / ``return``: around a few functions that mark phase boundaries
-  (``trainbench.launcher.run_cell``: the launcher is started and imported;
-  ``trainbench.devices.get_device``: the child's imports are done;
-  ``trainbench.records.atomic_write_json``: a result or record is written;
+  (``trainbench.run.launcher.run_cell``: the launcher is started and imported;
+  ``trainbench.run.devices.get_device``: the child's imports are done;
+  ``trainbench.common.records.atomic_write_json``: a result or record is written;
   ``trainbench.config.validate_config``: Snakemake has started and reads the Snakefile;
-  ``trainbench.tables.read_table`` and friends: a downstream script starts work);
+  ``trainbench.analysis.tables.read_table`` and friends: a downstream script starts work);
 - ``exit``: at interpreter exit, with the Snakemake rule of a job's script.
 
 Nothing is changed in what the processes do; the hook costs a dictionary lookup
@@ -32,12 +32,12 @@ _PATH = os.environ.get("TRAINBENCH_TRACE")
 # module -> functions whose calls mark a phase boundary
 WRAPPED = {
     "trainbench.config": ("validate_config",),
-    "trainbench.launcher": ("run_cell",),
-    "trainbench.devices": ("get_device",),
-    "trainbench.records": ("atomic_write_json",),
-    "trainbench.tables": ("read_table",),
-    "trainbench.aggregate": ("write_tables",),
-    "trainbench.report": ("render_report", "render_workload_report"),
+    "trainbench.run.launcher": ("run_cell",),
+    "trainbench.run.devices": ("get_device",),
+    "trainbench.common.records": ("atomic_write_json",),
+    "trainbench.analysis.tables": ("read_table",),
+    "trainbench.analysis.aggregate": ("write_tables",),
+    "trainbench.analysis.report": ("render_report", "render_workload_report"),
 }
 
 

@@ -14,7 +14,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from trainbench.tree import WORKFLOW_DIRS, WORKFLOW_FILES
+from trainbench.evidence.tree import WORKFLOW_DIRS, WORKFLOW_FILES
 
 REPO = Path(__file__).resolve().parents[2]
 TRACER = Path(__file__).with_name("tracer.py")

@@ -1,6 +1,6 @@
 """Snakemake logger plugin ``trainbench`` (``--logger trainbench``; the default
 profile selects it): the terminal shows one line per finished job and a closing
-summary (trainbench.console); errors and warnings in full, as Snakemake formats
+summary (trainbench.analysis.console); errors and warnings in full, as Snakemake formats
 them; everything with ``--verbose`` or in a dry run. Snakemake's log file under
 ``.snakemake/log/`` keeps every job block either way.
 
@@ -14,7 +14,7 @@ import logging
 import sys
 
 from snakemake_interface_logger_plugins.base import LogHandlerBase
-from trainbench.console import Console
+from trainbench.analysis.console import Console
 
 
 class LogHandler(LogHandlerBase):
@@ -64,12 +64,12 @@ class LogHandler(LogHandlerBase):
 
     def _error_text(self, record: logging.LogRecord) -> str:
         """Snakemake's formatted record; a config refusal as the config check prints
-        it (trainbench.config_files.refusal_lines)."""
+        it (trainbench.config.files.refusal_lines)."""
         text = self.formatter_.format(record)
         if record.levelno < logging.ERROR:
             return text
         try:
-            from trainbench.config_files import refusal_lines
+            from trainbench.config.files import refusal_lines
 
             lines = refusal_lines(text, sys.argv[1:])
         except Exception:  # never hide Snakemake's own message

@@ -7,10 +7,9 @@ import platform
 import socket
 
 import torch
-
-from trainbench.cpu_features import isa_facts
-from trainbench.devices import cpu_model_name
-from trainbench.environment import package_versions
+from trainbench.run.cpu_features import isa_facts
+from trainbench.run.devices import cpu_model_name
+from trainbench.run.environment import package_versions
 
 
 def machine_facts(backend: str) -> dict:

@@ -2,7 +2,7 @@
 (:mod:`trainbench.bench.parity_power`), and its Markdown summary.
 
 Every column's repeats are judged against the baseline's repeats of the same run
-seeds by the report's own rule (:func:`trainbench.stats.parity.parity_table`, with
+seeds by the report's own rule (:func:`trainbench.analysis.stats.parity.parity_table`, with
 the float64 references and the config's ``report.parity`` settings): no second
 implementation of it here. Per workload × batch size × column, :func:`compare` gives
 
@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from trainbench.loss_tables import REFERENCE_COLUMNS
-from trainbench.stats.parity import FAIL, IDENTICAL, PASS, ParitySettings, parity_table
+from trainbench.analysis.loss_tables import REFERENCE_COLUMNS
+from trainbench.analysis.stats.parity import FAIL, IDENTICAL, PASS, ParitySettings, parity_table
 
 SUBSET = 3
 BASELINE, REFERENCE = "baseline", "reference"

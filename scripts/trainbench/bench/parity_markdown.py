@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from trainbench.stats.parity import FAIL, IDENTICAL, PASS
-from trainbench.tables import compact
+from trainbench.analysis.stats.parity import FAIL, IDENTICAL, PASS
+from trainbench.analysis.tables import compact
 from trainbench.bench.parity_analysis import ordered_columns
 
 
@@ -129,7 +129,7 @@ def _header(results: Mapping) -> list[str]:
     lines = [
         f"# Parity detection power ({runs[0]['started'][:10]})",
         "",
-        "The parity rule (`scripts/trainbench/stats/parity.py`: each repeat's per-step "
+        "The parity rule (`scripts/trainbench/analysis/stats/parity.py`: each repeat's per-step "
         "losses against the float64 reference of the same run seed, over the steps before "
         "the baseline diverges from it, within m × (u_p/u_fp32) × the baseline's own "
         "float32 error; a gross check of the final metric and loss against g × the 90% "

@@ -9,7 +9,7 @@ column starts from the same weights and sees the same batches):
 
 * ``baseline``: one thread (device ``cpu-t1``), float32;
 * ``reference``: repeat k's float64 reference of the first
-  ``report.parity_reference.steps`` steps (:func:`trainbench.reference.reference_spec`,
+  ``report.parity_reference.steps`` steps (:func:`trainbench.run.reference.reference_spec`,
   here at one thread);
 * ``clean``: the baseline again (same settings, a fresh process): a correct device
   that computes exactly like the baseline;
@@ -19,8 +19,8 @@ column starts from the same weights and sees the same batches):
   AVX-512 ones), ``bf16`` (CPU bf16 autocast: judged with the reduced-precision
   envelope);
 * faults: ``fault<size>``, the baseline with the test fault ``silent_numeric_error``
-  (:mod:`trainbench.numeric_fault`) of each size in :data:`SIZES`; ``eval-fault<size>``,
-  the baseline with the test fault ``eval_output_error`` (:mod:`trainbench.eval_parity`:
+  (:mod:`trainbench.run.numeric_fault`) of each size in :data:`SIZES`; ``eval-fault<size>``,
+  the baseline with the test fault ``eval_output_error`` (:mod:`trainbench.run.eval_parity`:
   only the evaluation's outputs wrong, training untouched) of each size in
   :data:`EVAL_SIZES`.
 
@@ -30,7 +30,7 @@ first), as ``snakemake`` runs it; the timing protocol's extras that only serve s
 or metric. Each run keeps its final metric and loss, canary status, the first
 ``reference steps`` per-step losses (what the rule's drift check reads, as in
 ``step_losses.csv``) and its wall seconds. :mod:`.parity_analysis` applies the parity
-rule (:func:`trainbench.stats.parity.parity_table`) and writes the Markdown.
+rule (:func:`trainbench.analysis.stats.parity.parity_table`) and writes the Markdown.
 
 Results: ``benchmarks/results/parity-power-<date>.json``, rewritten after each run, so
 an interrupted benchmark keeps what it ran and ``--resume`` continues it.
@@ -51,17 +51,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
-
 from trainbench import config as tbconfig
 from trainbench import workloads
-from trainbench.atomic_files import atomic_write_text
-from trainbench.eval_parity import FAULT as EVAL_FAULT
-from trainbench.numeric_fault import FAULT
-from trainbench.records import atomic_write_json
-from trainbench.tables import compact
+from trainbench.analysis.tables import compact
 from trainbench.bench.parity_analysis import RUN_FIELDS, analyse, json_scalar
 from trainbench.bench.parity_markdown import render
 from trainbench.bench.workers import run_in_workers
+from trainbench.common.atomic_files import atomic_write_text
+from trainbench.common.records import atomic_write_json
+from trainbench.run.eval_parity import FAULT as EVAL_FAULT
+from trainbench.run.numeric_fault import FAULT
 
 REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
@@ -180,7 +179,7 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
     """The cell spec of ``job``: the baseline's cell (device ``cpu-t1``, or ``cpu-t2``
     for two threads) with the column's environment, autocast and fault; the
     reference's spec for ``reference``."""
-    from trainbench.reference import reference_spec
+    from trainbench.run.reference import reference_spec
 
     base_cell = tbconfig.Cell(job.workload, "cpu-t1", job.batch_size, job.rep)
     if column.kind == REFERENCE:
@@ -227,9 +226,9 @@ def prepare_data(config: dict, jobs: Sequence[Job], root: Path) -> dict[str, str
 
 def run_job(config: dict, job: Job, column: Column, data_path: str | None, root: Path) -> dict:
     """Run ``job`` through the launcher (a fresh child process); its row for the results."""
-    from trainbench.aggregate import run_row
-    from trainbench.launcher import run_cell
-    from trainbench.loss_tables import reference_row, step_rows
+    from trainbench.analysis.aggregate import run_row
+    from trainbench.analysis.loss_tables import reference_row, step_rows
+    from trainbench.run.launcher import run_cell
 
     folder = root / "runs" / job.name
     steps = int(config["report"]["parity_reference"]["steps"])

@@ -1,6 +1,6 @@
 """The throughput benchmark's three runners, each measuring one variant in this process:
 
-- ``harness``: the workload's own cell through :func:`trainbench.training.run_training`
+- ``harness``: the workload's own cell through :func:`trainbench.run.training.run_training`
   (warm-up excluded, per-step timing events, evaluation between epochs timed apart).
 - ``bare``: the same ``TrainingParts`` (model, optimizer, loader, loss) in a bare
   best-practice loop: pinned non-blocking copies, autocast, one timed region with
@@ -24,10 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-
 from trainbench import workloads
-from trainbench.context import check_autocast_kernels, make_context
-from trainbench.training import TrainingParts, run_training
+from trainbench.run.context import check_autocast_kernels, make_context
+from trainbench.run.training import TrainingParts, run_training
 
 
 def release_device(device: torch.device) -> None:
@@ -278,9 +277,8 @@ def trainer_arguments(ctx, settings: dict, output_dir: str, total_steps: int, se
 def measure_hf_trainer(spec: dict, warmup_steps: int, timed_steps: int) -> dict:
     """transformers.Trainer on the text workload's model and data, as users run it."""
     import transformers
-    from transformers import Trainer, set_seed
-
     from trainbench.workloads import text_multilabel
+    from transformers import Trainer, set_seed
 
     ctx = make_context(spec)
     settings = spec["workload_settings"]

@@ -8,9 +8,8 @@ import math
 from pathlib import Path
 
 import numpy as np
-
-from trainbench.records import atomic_write_text
 from trainbench.bench.throughput_summary import ratio_interval_of, target_checks
+from trainbench.common.records import atomic_write_text
 
 
 def check_value_text(check: dict) -> str:

@@ -8,7 +8,7 @@ variants) run whole, in rounds of separate runs whose order rotates so that no v
 always runs first or last, each paired with a whole harness run of the same round
 (method ``runs``):
 
-- ``harness``: the workload's own cell through :func:`trainbench.training.run_training`.
+- ``harness``: the workload's own cell through :func:`trainbench.run.training.run_training`.
   ``harness:compile`` and ``harness:compile-<mode>`` run the torch.compile columns.
 - ``bare``: the same parts in a bare best-practice loop; ``bare:compile-<mode>``
   wraps the model in ``torch.compile`` first.
@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainbench import workloads
-from trainbench.records import atomic_write_json
 from trainbench.bench.interleaved import METHOD as INTERLEAVED
 from trainbench.bench.interleaved import InterleavedPlan, measure_interleaved
 from trainbench.bench.machine import machine_facts, pin_process
 from trainbench.bench.throughput_loops import measure_bare, measure_harness, measure_hf_trainer
 from trainbench.bench.throughput_suite import Variant, cell_spec, trainbench_config
 from trainbench.bench.throughput_summary import summarize
+from trainbench.common.records import atomic_write_json
 
 
 def run_suite(

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
 from trainbench import config as tbconfig
 from trainbench import workloads
-from trainbench.device_ids import BACKENDS, COMPILE_MODES, DeviceId
+from trainbench.config.device_ids import BACKENDS, COMPILE_MODES, DeviceId
 
 
 class SuiteError(ValueError):

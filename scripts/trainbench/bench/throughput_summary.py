@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from trainbench.stats.intervals import paired_ratio_interval
+from trainbench.analysis.stats.intervals import paired_ratio_interval
 
 HARNESS_OVER_BARE_TARGET = 0.98
 HARNESS_OVER_HF_TARGET = 1.1

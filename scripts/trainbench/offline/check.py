@@ -13,7 +13,6 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
-
 from trainbench.offline import OfflineError
 from trainbench.offline.requirements import canonical
 

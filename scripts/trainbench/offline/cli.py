@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainbench.atomic_files import atomic_write_text
+from trainbench.common.atomic_files import atomic_write_text
 from trainbench.offline import OfflineError
 
 REPO = Path(__file__).resolve().parents[3]

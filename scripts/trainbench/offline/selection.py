@@ -17,7 +17,6 @@ from urllib.parse import unquote, urlparse
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
-
 from trainbench.offline.requirements import Installed, RequirementsError, canonical, exact_version
 
 TORCH = "torch"

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainbench.atomic_files import atomic_write_text
+from trainbench.common.atomic_files import atomic_write_text
 from trainbench.offline import OfflineError
 
 PTH_NAME = "_trainbench_machine_site.pth"

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
-
-from trainbench.atomic_files import atomic_write_text, current_umask
+from trainbench.common.atomic_files import atomic_write_text, current_umask
 from trainbench.offline import OfflineError, check, selection
 from trainbench.offline import requirements as reqs
 

@@ -31,12 +31,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from torch import nn
-
-from trainbench.context import RunContext
-from trainbench.data import BatchTensorDataset
-from trainbench.devices import fused_optimizer
-from trainbench.precision import upcast
-from trainbench.training import TrainingParts, run_training
+from trainbench.run.context import RunContext
+from trainbench.run.data import BatchTensorDataset
+from trainbench.run.devices import fused_optimizer
+from trainbench.run.precision import upcast
+from trainbench.run.training import TrainingParts, run_training
 from trainbench.workloads.clip_data import (  # noqa: F401 (the data API, also reached as clip.*)
     BOS,
     COLOURS,

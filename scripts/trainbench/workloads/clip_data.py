@@ -155,7 +155,7 @@ def chance_top1(groups: np.ndarray) -> float:
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Render the training and held-out pairs once; every device and repeat reads them."""
-    from trainbench.records import atomic_write_json
+    from trainbench.common.records import atomic_write_json
 
     data = settings["data"]
     size, max_shapes, noise = int(data["image_size"]), int(data["max_shapes"]), float(data["noise"])

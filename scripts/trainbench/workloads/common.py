@@ -1,6 +1,6 @@
 """What the bundled training workloads share: the cell's prepared data, its two
 loaders, Adam, the count of optimizer updates a warm-up schedule spans, and the
-assembly of :class:`trainbench.training.TrainingParts` from a workload's step."""
+assembly of :class:`trainbench.run.training.TrainingParts` from a workload's step."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from torch import nn
-
-from trainbench.context import RunContext
-from trainbench.data import BatchTensorDataset, make_loader
-from trainbench.devices import fused_optimizer
-from trainbench.training import TrainingParts
+from trainbench.run.context import RunContext
+from trainbench.run.data import BatchTensorDataset, make_loader
+from trainbench.run.devices import fused_optimizer
+from trainbench.run.training import TrainingParts
 
 
 class Step(NamedTuple):

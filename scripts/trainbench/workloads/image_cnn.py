@@ -14,12 +14,18 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-
-from trainbench.context import RunContext
-from trainbench.data import BatchTensorDataset
-from trainbench.precision import upcast
-from trainbench.training import TrainingParts, run_training
-from trainbench.workloads.common import Step, adam, assemble_parts, cell_loaders, load_cell_data, to_device
+from trainbench.run.context import RunContext
+from trainbench.run.data import BatchTensorDataset
+from trainbench.run.precision import upcast
+from trainbench.run.training import TrainingParts, run_training
+from trainbench.workloads.common import (
+    Step,
+    adam,
+    assemble_parts,
+    cell_loaders,
+    load_cell_data,
+    to_device,
+)
 
 DATA_FILE = "dataset.npz"
 IMAGE_ARRAYS = ("x_train", "y_train", "x_test", "y_test")
@@ -169,7 +175,7 @@ def load_torchvision(dataset: str, root: str, download: bool):
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Build the data set once per workload; every device and repeat reads it."""
-    from trainbench.records import atomic_write_json
+    from trainbench.common.records import atomic_write_json
 
     data = settings["data"]
     source, size = data["source"], int(data["image_size"])

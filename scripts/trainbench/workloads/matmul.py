@@ -12,10 +12,9 @@ import time
 
 import torch
 import torch.utils.benchmark as benchmark
-
-from trainbench.context import RunContext
-from trainbench.measurement import TimingProtocol
-from trainbench.trackers import HostActivity, TimedRegion
+from trainbench.run.context import RunContext
+from trainbench.run.measurement import TimingProtocol
+from trainbench.run.trackers import HostActivity, TimedRegion
 
 
 def run(ctx: RunContext) -> dict:

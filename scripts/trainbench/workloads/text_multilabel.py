@@ -20,13 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from trainbench.context import RunContext
-from trainbench.data import BatchTensorDataset
-from trainbench.devices import fused_optimizer
-from trainbench.metrics import multilabel_metrics
-from trainbench.precision import upcast
-from trainbench.training import TrainingParts, run_training
+from trainbench.run.context import RunContext
+from trainbench.run.data import BatchTensorDataset
+from trainbench.run.devices import fused_optimizer
+from trainbench.run.precision import upcast
+from trainbench.run.training import TrainingParts, run_training
 from trainbench.workloads.common import (
     Step,
     assemble_parts,
@@ -37,6 +35,7 @@ from trainbench.workloads.common import (
     to_device,
     warmup_updates,
 )
+from trainbench.workloads.metrics import multilabel_metrics
 
 DATA_FILE = "dataset.npz"
 TOKENIZER_DIR = "tokenizer"
@@ -116,8 +115,8 @@ def load_pretrained_tokenizer(name: str):
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Tokenize every split once, at the fixed sequence length, and cache the tokenizer."""
-    from trainbench.records import atomic_write_json
-    from trainbench.textdata.splits import load_splits
+    from trainbench.common.records import atomic_write_json
+    from trainbench.workloads.textdata.splits import load_splits
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -180,9 +179,8 @@ def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
 
 def build_model(settings: dict, num_labels: int, vocab_size: int, pad_token_id: int = 0):
     """The small default DistilBERT, or the pretrained one named in the config."""
-    from transformers import DistilBertConfig
-
     from trainbench.workloads.text_multilabel_model import PooledDistilBert
+    from transformers import DistilBertConfig
 
     model_settings = settings["model"]
     pretrained = model_settings.get("pretrained")

@@ -25,11 +25,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from trainbench.context import RunContext
-from trainbench.data import BatchTensorDataset
-from trainbench.training import TrainingParts, run_training
-from trainbench.workloads.common import Step, adam, assemble_parts, best_epoch_metrics, cell_loaders, load_cell_data
+from trainbench.run.context import RunContext
+from trainbench.run.data import BatchTensorDataset
+from trainbench.run.training import TrainingParts, run_training
+from trainbench.workloads.common import (
+    Step,
+    adam,
+    assemble_parts,
+    best_epoch_metrics,
+    cell_loaders,
+    load_cell_data,
+)
 from trainbench.workloads.two_tower_data import (  # noqa: F401 (the data API, also reached as two_tower.*)
     KEY,
     PAD,
@@ -93,7 +99,7 @@ def mine_hard_negatives(
 
 def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
     """Build the pairs and the document bank once; every device and repeat reads them."""
-    from trainbench.records import atomic_write_json
+    from trainbench.common.records import atomic_write_json
 
     parse_mine_schedule(settings["mine_schedule"])  # fail at the data step, not in every cell
     check_mining(settings)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-from trainbench.precision import upcast
+from trainbench.run.precision import upcast
 from trainbench.workloads.two_tower_data import KEY, PAD
 
 

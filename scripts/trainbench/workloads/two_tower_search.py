@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from trainbench.workloads.two_tower_data import KEY
 
 RECALL_KS = (1, 5, 10)

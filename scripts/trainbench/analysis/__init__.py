@@ -1,0 +1,1 @@
+"""The analysis side: records to tables, statistics, figures and reports."""

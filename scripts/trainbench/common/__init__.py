@@ -1,0 +1,1 @@
+"""What every layer uses: atomic file writing and the record format."""

@@ -1,0 +1,182 @@
+"""``make gpu-evidence``: every CUDA measurement the README quotes, made by one
+command on a machine with a CUDA GPU, each part into its own evidence folder under
+``docs/measured/`` (see :mod:`trainbench.evidence`).
+
+Parts, in order (``PARTS="smoke text"`` runs some; each fits one 10-minute slot):
+
+* ``smoke``, ``retrieval``, ``text`` — the named runs ``configs/gpu-smoke.yaml``,
+  ``gpu-retrieval.yaml``, ``gpu-text.yaml``, cpu against cuda, through the workflow
+  itself (``snakemake --cores all``), then their report, tables, figures and records
+  into ``docs/measured/<run_name>/``;
+* ``throughput`` — ``benchmarks/step_overhead.py`` (what the harness adds per step at
+  two launch-bound sizes) and ``benchmarks/throughput.py benchmarks/suites/cuda.yaml``
+  (harness ÷ bare loop interleaved with its A/A floor, harness ÷ Hugging Face Trainer,
+  clock against CUDA events), results in
+  ``benchmarks/results/``, provenance in ``docs/measured/cuda-throughput/``;
+* ``canary`` — ``benchmarks/canary_cost.py`` on CUDA in float32, TF32, bf16 and fp16,
+  provenance in ``docs/measured/cuda-canary/``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from trainbench.evidence import EVIDENCE_FILE, Made, collect_run, run_logged, write_evidence
+from trainbench.run.environment import git_commit, gpu_models, host_facts
+
+
+@dataclass(frozen=True)
+class ConfigPart:
+    config: str
+
+    def run_name(self, root: Path) -> str:
+        return (yaml.safe_load((root / self.config).read_text()) or {})["run_name"]
+
+
+@dataclass(frozen=True)
+class BenchPart:
+    folder: str  # docs/measured/<folder>
+    commands: tuple[tuple[str, ...], ...]
+    code: tuple[str, ...] = field(default=())  # extra measurement files of its own
+    workloads: tuple[str, ...] = field(default=())  # whose code it runs
+
+
+CANARY = "benchmarks/canary_cost.py"
+PARTS: dict[str, ConfigPart | BenchPart] = {
+    "smoke": ConfigPart("configs/gpu-smoke.yaml"),
+    "retrieval": ConfigPart("configs/gpu-retrieval.yaml"),
+    "text": ConfigPart("configs/gpu-text.yaml"),
+    "throughput": BenchPart(
+        "cuda-throughput",
+        (
+            # What the harness adds per step at two launch-bound sizes (profile, costs).
+            (
+                "benchmarks/step_overhead.py",
+                "benchmarks/suites/cuda.yaml",
+                "image_cnn",
+                "32",
+                "two_tower",
+                "64",
+                "--steps",
+                "30",
+            ),  # fmt: skip
+            ("benchmarks/throughput.py", "benchmarks/suites/cuda.yaml"),
+        ),
+        ("benchmarks/suites/cuda.yaml",),
+        ("text_multilabel", "image_cnn", "clip", "two_tower"),
+    ),
+    "canary": BenchPart(
+        "cuda-canary",
+        (
+            (CANARY, "--device", "cuda"),
+            (CANARY, "--device", "cuda", "--matmul-precision", "high"),
+            (CANARY, "--device", "cuda", "--autocast", "bf16"),
+            (CANARY, "--device", "cuda", "--autocast", "fp16"),
+        ),
+    ),
+}
+
+
+def cuda_problem() -> str | None:
+    """Why this machine cannot make CUDA evidence (None: it can)."""
+    probe = "import torch; print(torch.__version__, torch.cuda.is_available())"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"torch does not import: {done.stderr.strip()[-400:]}"
+    version, available = done.stdout.split()
+    if available != "True":
+        return f"torch {version} sees no CUDA GPU (torch.cuda.is_available() is False)"
+    return None
+
+
+def machine_facts() -> dict:
+    import torch
+
+    host = host_facts()
+    return {
+        "gpu_models": gpu_models(),
+        "host": {k: host.get(k) for k in ("host", "os", "cpu_model", "logical_cores")},
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "python": sys.version.split()[0],
+    }
+
+
+def _results_since(folder: Path, started: float) -> list[str]:
+    return sorted(
+        str(p.relative_to(folder.parent.parent))
+        for p in folder.glob("*")
+        if p.is_file() and p.stat().st_mtime >= started
+    )
+
+
+def run_part(name: str, root: Path, logs: Path) -> dict:
+    """Run one part and write its evidence folder; its EVIDENCE.json content."""
+    part, commit, python = PARTS[name], git_commit(root), sys.executable
+    facts = machine_facts()
+    if isinstance(part, ConfigPart):
+        run_name = part.run_name(root)
+        cores = str(os.cpu_count() or 1)
+        command = [python, "-m", "snakemake", "--cores", cores, "--configfile", part.config,
+                   "--", f"results/{run_name}/report.md"]  # fmt: skip
+        seconds = run_logged(command, logs / f"{name}.log", root)
+        results = root / "results" / run_name
+        ran = sorted(p.name for p in (results / "runs").glob("*") if p.is_dir())
+        made = Made(command, seconds, commit, ["config.yaml", part.config], ran)
+        dest = root / "docs" / "measured" / run_name
+        return collect_run(results, dest, root, made, facts)
+    started, seconds, commands = time.time() - 1, 0.0, []
+    for args in part.commands:
+        command = [python, *args]
+        commands.append(" ".join(args))
+        seconds += run_logged(command, logs / f"{name}.log", root)
+    dest = root / "docs" / "measured" / part.folder
+    dest.mkdir(parents=True, exist_ok=True)
+    made = Made(
+        ["python", " && python ".join(commands)],
+        seconds,
+        commit,
+        config_files=[],
+        workloads=list(part.workloads),
+        code_files=list(part.code),
+    )
+    results = _results_since(root / "benchmarks" / "results", started)
+    return write_evidence(dest, root, made, {**facts, "results": results})
+
+
+def make_evidence(parts: list[str], root: Path) -> int:
+    """Every part asked for, in order; 0 when all were made, 2 when the machine has no
+    CUDA GPU (nothing runs), 1 when a part failed (the others still run)."""
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        print(
+            f"gpu-evidence: unknown part(s) {unknown}; parts: {', '.join(PARTS)}", file=sys.stderr
+        )
+        return 2
+    problem = cuda_problem()
+    if problem:
+        print(f"gpu-evidence needs a CUDA GPU: {problem}", file=sys.stderr)
+        return 2
+    logs, failed = root / "results" / "evidence-logs", []
+    for name in parts:
+        started = time.perf_counter()
+        try:
+            meta = run_part(name, root, logs)
+        except subprocess.CalledProcessError as error:
+            failed.append(name)
+            print(f"gpu-evidence: {name} failed; log tail:\n{error.output}", file=sys.stderr)
+            continue
+        where = PARTS[name]
+        folder = where.folder if isinstance(where, BenchPart) else where.run_name(root)
+        print(
+            f"gpu-evidence: {name} done in {time.perf_counter() - started:.0f} s -> "
+            f"docs/measured/{folder}/{EVIDENCE_FILE} (commit {meta['commit']})",
+            flush=True,
+        )
+    return 1 if failed else 0

@@ -1,0 +1,284 @@
+"""Evaluation parity: the cell's final weights evaluated on its device and, on the
+same evaluation batches, by the CPU in float64 (docs/statistics.md, "Evaluation
+parity").
+
+Why: the training-loss parity (trainbench.analysis.stats.parity) sees only what training
+computes. An error that lives only in the evaluation path — an eval-mode kernel,
+attention under ``no_grad``, a reduction that differs on one backend (MPS has
+shipped such bugs) — leaves training's losses right and the reported metric wrong.
+
+**What is compared.** The device side is the last epoch's evaluation — the one the
+cell's final metric came from, run by the workload's own ``evaluate`` on the device
+in eval mode under ``no_grad`` and the cell's autocast; its outputs are kept and its
+weights copied to the CPU right after that pass's timed region. The reference side,
+after every timed region and the diagnostic pass (its own wall-time phase,
+``eval_parity``), is the same ``evaluate`` of a copy of the model holding those
+weights on the CPU in float64 (torch's default dtype float64, the floating tensors
+of every batch cast to it, autocast off), over the same evaluation loader in the
+same order; nothing is allocated on the device. Where an op has no float64 kernel
+the reference falls back to CPU float32 and says so (``reference`` in the record).
+
+**Rule.** Every floating output (``evaluate``'s ``outputs``: per-sample logits or
+embeddings) is compared with the canary's normwise error ``max|out − ref| /
+max(max|ref|, 1e-30)`` (:func:`trainbench.run.canary.relative_error`); integer outputs
+(labels, ids) must be equal. The cell passes when the worst error is within the
+canary's tolerance for the cell's precision (float32 1e-4, TF32 5e-3, float16 1e-2,
+bfloat16 5e-2). The primary metric is computed from both
+sides' outputs with the workload's ``score`` and its difference recorded (a
+thresholded metric may move by one sample's worth from rounding alone, so it is
+reported, not judged). An ``evaluate`` that returns metrics only (an own model
+without ``score``) is judged on its metrics with the same normwise rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+import traceback
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from trainbench.run.canary import TOLERANCES, precision_of, relative_error
+from trainbench.run.precision import cast_floats, default_dtype
+
+if TYPE_CHECKING:
+    from trainbench.run.training import TrainingLoop
+
+FAULT = "eval_output_error"
+REFERENCE = "CPU float64"
+FALLBACK_REFERENCE = "CPU float32 (an op of the model has no float64 kernel)"
+METHOD = (
+    "the final model's evaluate() on the cell's device (eval mode, no_grad, the cell's "
+    "autocast) against the same evaluate() of a copy on the CPU in float64 (default "
+    "dtype float64, floating batch tensors cast), the same batches in the same order; "
+    "per floating output max|out - ref| / max(max|ref|, 1e-30), integer outputs equal; "
+    "pass when the worst is within the canary's tolerance for the cell's precision; the primary metric's difference is reported, not judged"
+)
+
+
+def tolerance_of(ctx: Any) -> tuple[str, float]:
+    """(precision class, tolerance) of the cell's evaluation outputs."""
+    precision = precision_of(ctx)
+    if precision.autocast_dtype is not None:
+        key = str(precision.autocast_dtype).removeprefix("torch.")
+    elif precision.input_dtype in (torch.float16, torch.bfloat16):
+        key = str(precision.input_dtype).removeprefix("torch.")
+    else:
+        key = precision.fp32_matmul or "float32"
+    return key, TOLERANCES[key]
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def leaves(value: Any, path: str = "outputs") -> Iterator[tuple[str, Any]]:
+    """(path, leaf) of every tensor, array or number in nested tuples, lists, dicts."""
+    if isinstance(value, torch.Tensor | np.ndarray | int | float | bool):
+        yield path, value
+    elif isinstance(value, dict):
+        for key in value:
+            yield from leaves(value[key], f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from leaves(item, f"{path}[{i}]")
+
+
+def _tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    return torch.as_tensor(np.asarray(value))
+
+
+def compare_outputs(device: Any, reference: Any) -> dict:
+    """The worst normwise error over floating leaves, and any integer leaf that
+    differs or any leaf missing on one side."""
+    got, want = dict(leaves(device)), dict(leaves(reference))
+    worst, worst_at, mismatched = 0.0, None, []
+    for path in sorted(set(got) | set(want)):
+        if path not in got or path not in want:
+            mismatched.append(f"{path} on one side only")
+            continue
+        a, b = _tensor(got[path]), _tensor(want[path])
+        if a.is_floating_point() or b.is_floating_point():
+            error = relative_error(a, b)
+            if error > worst or worst_at is None:
+                worst, worst_at = error, path
+        elif a.shape != b.shape or not torch.equal(a, b):
+            mismatched.append(f"{path} (integer) differs")
+    return {
+        "worst": worst,
+        "worst_output": worst_at,
+        "outputs_compared": len(got),
+        "mismatched": mismatched,
+    }
+
+
+def corrupt_outputs(value: Any, size: float) -> Any:
+    """The test fault ``eval_output_error``: ``value`` with every floating tensor or
+    array multiplied by 1 ± ``size`` on a fraction of its tiles
+    (:func:`trainbench.run.numeric_fault.tile_factors`); training is untouched."""
+    from trainbench.run.numeric_fault import corrupt_
+
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return corrupt_(value.detach().clone(), size)
+    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+        return corrupt_(torch.from_numpy(value.copy()), size).numpy()
+    if isinstance(value, float):
+        return value * (1 + size)
+    if isinstance(value, dict):
+        return {k: corrupt_outputs(v, size) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(corrupt_outputs(v, size) for v in value)
+    return value
+
+
+def fault_size(ctx: Any) -> float | None:
+    """The size of the active ``eval_output_error`` fault, or None."""
+    from trainbench.run.faults import active_fault_entry
+    from trainbench.run.numeric_fault import DEFAULT_SIZE
+
+    entry = active_fault_entry(ctx.spec, ctx.attempt)
+    if not entry or entry.get("fault") != FAULT:
+        return None
+    return float(DEFAULT_SIZE if entry.get("size") is None else entry["size"])
+
+
+# ----------------------------------------------------------------------------- passes
+
+
+@dataclasses.dataclass
+class FinalEvaluation:
+    """The last epoch's evaluation on the device (what the cell's metric came from) and
+    the weights it saw, copied to the CPU right after its timed region."""
+
+    evaluation: dict
+    weights: dict[int, torch.Tensor]  # id(parameter or buffer) -> CPU copy
+
+    @classmethod
+    def take(cls, model: torch.nn.Module, evaluation: dict) -> FinalEvaluation:
+        tensors = [*model.parameters(), *model.buffers()]
+        return cls(evaluation, {id(t): t.detach().to("cpu", copy=True) for t in tensors})
+
+
+def faulted(evaluation: dict, ctx: Any) -> dict:
+    """``evaluation`` with its outputs (or, without outputs, its metrics) corrupted
+    when the test fault ``eval_output_error`` is active; else unchanged."""
+    size = fault_size(ctx)
+    if size is None:
+        return evaluation
+    key = "outputs" if "outputs" in evaluation else "metrics"
+    return {**evaluation, key: corrupt_outputs(evaluation.get(key), size)}
+
+
+def reference_model(model: torch.nn.Module, final: FinalEvaluation, dtype: torch.dtype):
+    """A copy of ``model`` on the CPU with the final evaluation's weights, floating ones
+    in ``dtype``: the deep copy finds every parameter and buffer already copied (its
+    memo), so nothing is allocated on the device."""
+    memo: dict[int, Any] = {}
+    for p in model.parameters():
+        memo[id(p)] = torch.nn.Parameter(_in(final.weights[id(p)], dtype), p.requires_grad)
+    for b in model.buffers():
+        memo[id(b)] = _in(final.weights[id(b)], dtype)
+    return copy.deepcopy(model, memo).eval()
+
+
+def _in(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return tensor.to(dtype) if tensor.is_floating_point() else tensor
+
+
+def _cast_batches(loader: Iterable, dtype: torch.dtype) -> Iterator:
+    for batch in loader:
+        yield cast_floats(batch, dtype) if isinstance(batch, dict) else batch
+
+
+def reference_evaluation(loop: TrainingLoop, final: FinalEvaluation, dtype: torch.dtype) -> dict:
+    """The same evaluation on the CPU in ``dtype``, of the final evaluation's weights."""
+    parts = loop.parts
+    cpu = torch.device("cpu")
+    ctx = dataclasses.replace(loop.ctx, torch_device=cpu)
+    with default_dtype(dtype), torch.no_grad():
+        model = reference_model(parts.model, final, dtype)
+        return parts.evaluate(model, _cast_batches(parts.eval_loader, dtype), ctx)
+
+
+def _metrics(loop: TrainingLoop, evaluation: dict) -> dict:
+    if "outputs" in evaluation and loop.parts.score is not None:
+        return loop.parts.score(evaluation["outputs"])
+    return dict(evaluation.get("metrics") or {})
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
+    """The record's ``eval_parity`` (see the module docstring)."""
+    started = time.perf_counter()
+    precision, tolerance = tolerance_of(loop.ctx)
+    device_side = final.evaluation
+    reference = REFERENCE
+    try:
+        reference_side = reference_evaluation(loop, final, torch.float64)
+    except (RuntimeError, NotImplementedError, TypeError) as exc:
+        if "Double" not in str(exc) and "float64" not in str(exc):
+            raise
+        reference = FALLBACK_REFERENCE
+        reference_side = reference_evaluation(loop, final, torch.float32)
+    has_outputs = "outputs" in device_side
+    key = "outputs" if has_outputs else "metrics"
+    compared = compare_outputs(device_side.get(key), reference_side.get(key))
+    metric = loop.parts.primary_metric
+    got = _finite(_metrics(loop, device_side).get(metric))
+    want = _finite(_metrics(loop, reference_side).get(metric))
+    worst = compared["worst"]
+    ok = math.isfinite(worst) and worst <= tolerance and not compared["mismatched"]
+    return {
+        "status": "pass" if ok else "fail",
+        "compared": key,
+        **compared,
+        "worst": worst if math.isfinite(worst) else None,
+        "finite": math.isfinite(worst),
+        "precision": precision,
+        "tolerance": tolerance,
+        "error_over_tolerance": worst / tolerance if math.isfinite(worst) else None,
+        "metric": metric,
+        "device_metric": got,
+        "reference_metric": want,
+        "metric_difference": got - want if got is not None and want is not None else None,
+        "samples": int(device_side.get("samples") or 0),
+        "reference": reference,
+        "seconds": time.perf_counter() - started,
+        "method": METHOD,
+    }
+
+
+def wanted(loop: TrainingLoop) -> bool:
+    """Whether the cell asks for evaluation parity (``spec["eval_parity"]``: every
+    device but the baseline); never in a float64 reference run."""
+    return bool(loop.ctx.spec.get("eval_parity")) and not loop.reference
+
+
+def run(loop: TrainingLoop, final: FinalEvaluation | None) -> dict | None:
+    """:func:`measure` where :func:`wanted`; an error is recorded (status ``error``),
+    never the cell's."""
+    if not wanted(loop):
+        return None
+    if final is None:
+        return {"status": "error", "error": "no final evaluation was kept", "method": METHOD}
+    try:
+        return measure(loop, final)
+    except Exception as exc:  # the cell's measurement is complete; say what failed
+        return {
+            "status": "error",
+            "error": f"{type(exc).__name__}: {exc}"[:500],
+            "traceback": "".join(traceback.format_exception(exc))[-2000:],
+            "method": METHOD,
+        }
