@@ -14,7 +14,7 @@ import torch
 from trainbench.analysis.stats.breakdown import BoundRule, step_breakdown_table
 from trainbench.run import step_breakdown
 
-SETTINGS = {"min_seconds": 0.3, "max_steps": 40}
+SETTINGS = {"min_seconds": 0.3, "max_steps": 40, "max_share": 0.04, "min_steps": 10}
 
 
 class FakeDevice:
@@ -27,7 +27,7 @@ class FakeDevice:
 
 
 def synthetic_loop(device: str, host_sleep: float = 0.0, loader_sleep: float = 0.0,
-                   matmul: int = 0):  # fmt: skip
+                   matmul: int = 0, loop_seconds: float = 1000.0):  # fmt: skip
     """An object with what the diagnostic pass uses of a TrainingLoop."""
     dev = torch.device(device)
     weights = torch.randn(matmul, matmul, device=dev) if matmul else None
@@ -49,6 +49,7 @@ def synthetic_loop(device: str, host_sleep: float = 0.0, loader_sleep: float = 0
 
     return SimpleNamespace(
         dev=FakeDevice(dev), device=dev, steps_per_epoch=10, scheduler_steps=True,
+        started_at=time.perf_counter() - loop_seconds,
         parts=SimpleNamespace(model=torch.nn.Identity()), endless_batches=batches,
         train_step=train_step,
     )  # fmt: skip
@@ -75,6 +76,21 @@ def test_the_pass_lasts_its_minimum_and_records_its_method():
     assert 1 <= measured["steps"] <= SETTINGS["max_steps"]
     assert measured["device_s"] is None and measured["kernel_s"] is None  # the CPU
     assert "cannot" not in measured["method"] and "process's CPU time" in measured["method"]
+
+
+def test_a_short_cell_gets_a_shorter_pass_but_never_fewer_than_min_steps():
+    """At most max_share of the loop's time before the pass (the cost stays under 5% of
+    a short cell), at least min_steps steps."""
+    settings = {**SETTINGS, "max_share": 0.04, "min_steps": 10, "max_steps": 1000}
+    short = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.002, loop_seconds=5.0),
+                                   settings)  # fmt: skip
+    assert short["shortened"] and short["min_seconds_in_force"] == pytest.approx(0.2, rel=0.05)
+    assert short["seconds"] < 0.3 and short["steps"] >= 10
+    tiny = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.002, loop_seconds=0.1),
+                                  settings)  # fmt: skip
+    assert tiny["steps"] == 10  # min_steps, though the budget is 4 ms
+    long = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.002), settings)
+    assert not long["shortened"] and long["seconds"] >= settings["min_seconds"]
 
 
 def test_cpu_host_sleep_is_launch_bound():

@@ -70,15 +70,16 @@ class _Events:
 
 
 def _diagnostic_steps(loop: TrainingLoop, batches, count: int | None, min_seconds: float,
-                      max_steps: int, events: _Events) -> list[dict]:  # fmt: skip
-    """Steps from an idle device until ``count`` steps (or ``min_seconds`` of them)."""
+                      max_steps: int, events: _Events, min_steps: int = 1) -> list[dict]:  # fmt: skip
+    """Steps from an idle device until ``count`` steps (or ``min_seconds`` of them and
+    at least ``min_steps``)."""
     sync, clock, cpu_clock = loop.dev.synchronize, time.perf_counter, time.process_time
     rows: list[dict] = []
     started = clock()
     while len(rows) < max_steps:
         if count is not None and len(rows) >= count:
             break
-        if count is None and rows and clock() - started >= min_seconds:
+        if count is None and len(rows) >= min_steps and clock() - started >= min_seconds:
             break
         sync()
         t0 = clock()
@@ -124,8 +125,12 @@ def measure(loop: TrainingLoop, settings: dict) -> dict:
     backend = loop.device.type
     batches = loop.endless_batches()
     events = _Events(backend == "cuda")
-    rows = _diagnostic_steps(loop, batches, None, float(settings["min_seconds"]),
-                             int(settings["max_steps"]), events)  # fmt: skip
+    # At most max_share of the loop's time so far (a short cell gets a shorter pass),
+    # never fewer than min_steps steps nor more than min_seconds.
+    budget = float(settings["max_share"]) * (t_start - loop.started_at)
+    seconds = min(float(settings["min_seconds"]), budget)
+    rows = _diagnostic_steps(loop, batches, None, seconds, int(settings["max_steps"]), events,
+                             min(int(settings["min_steps"]), int(settings["max_steps"])))  # fmt: skip
     device = events.seconds() if backend == "cuda" else []
     kernel, kernel_method = (None, None)
     if backend == "cuda":
@@ -138,6 +143,8 @@ def measure(loop: TrainingLoop, settings: dict) -> dict:
     result = {
         "steps": len(rows),
         "seconds": time.perf_counter() - t_start,
+        "min_seconds_in_force": seconds,
+        "shortened": seconds < float(settings["min_seconds"]),
         "backend": backend,
         "data_wait_s": median["data_wait"],
         "host_issue_s": median["host_issue"],

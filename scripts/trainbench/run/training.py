@@ -139,6 +139,7 @@ class TrainingLoop:
         self.eval_parity: dict | None = None  # trainbench.run.eval_parity, after it
         self._autocast_flag: bool | None = None
         self.global_step = 0
+        self.started_at = time.perf_counter()
 
     def _steps_per_epoch(self, max_steps) -> int:
         check_full_batch(self.parts, self.ctx)
@@ -419,7 +420,8 @@ class TrainingLoop:
         settings = (self.ctx.spec.get("timing") or {}).get("step_breakdown") or {}
         if self.reference or not settings.get("enabled", True):
             return
-        settings = {"min_seconds": 0.5, "max_steps": 200, **settings}
+        settings = {"min_seconds": 0.5, "max_steps": 200, "max_share": 0.04, "min_steps": 10,
+                    **settings}  # fmt: skip
         try:
             self.breakdown = step_breakdown.measure(self, settings)
         except Exception as exc:  # the timed measurement is complete; say what failed
@@ -428,6 +430,7 @@ class TrainingLoop:
     # -- result ------------------------------------------------------------------------
 
     def run(self) -> dict:
+        self.started_at = time.perf_counter()  # the diagnostic pass's budget counts from here
         with frozen_heap():
             for epoch in range(1, self.epochs + 1):
                 self.run_epoch(epoch)
