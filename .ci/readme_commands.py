@@ -1,8 +1,13 @@
-"""Run every later command of the README, copied from its text, after the Quick start.
+"""Run every later command of the README and of docs/*.md, copied from their text,
+after the Quick start.
 
-Every ```bash block of the README is read line by line (backslash continuations
-joined, comments dropped). The Quick start's own commands (`make report`,
-`make test`, ...) already ran in .ci/run and are skipped here; Snakemake commands
+    python .ci/readme_commands.py README.md docs/*.md
+
+Every ```bash block of each file named (README.md when none is) is read line by line
+(backslash continuations joined, comments dropped), and every command runs from the
+repository's root whatever the file's folder. The Quick start's own commands
+(`make report`, `make test`, ...) already ran in .ci/run and are skipped here, in any
+file; Snakemake commands
 that would train get `--dry-run` (the scheduling, config checks and input functions
 all run; no cell trains), `make report`/`make rerun-failed` get
 `SNAKEMAKE_ARGS=--dry-run`; every other command runs as written. A block preceded
@@ -25,6 +30,7 @@ SETUP_TARGETS = {"setup", "report", "test", "test-slow", "test-cluster", "lint",
 NO_TRAINING = ("--report", "--unlock", "--lint", "--dry-run", "-n", "--list-rules", "--dag")
 SKIP_MARK = re.compile(r"<!--\s*ci:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->")
 FENCE = re.compile(r"^\s*```(?P<lang>\w*)\s*$")
+ROOT = Path(__file__).resolve().parent.parent  # every command runs here
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ class Command:
 
 
 def read_commands(readme: Path) -> list[Command]:
-    """The README's bash commands in order, with a skip reason where marked."""
+    """A Markdown file's bash commands in order, with a skip reason where marked."""
     lines = readme.read_text(encoding="utf-8").splitlines()
     commands: list[Command] = []
     in_block, lang, skip, pending = False, "", None, ""
@@ -87,10 +93,19 @@ def as_run_in_ci(text: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    readme = Path(argv[1] if len(argv) > 1 else "README.md")
+    files = [Path(a) for a in argv[1:]] or [Path("README.md")]
     failures = 0
-    for command in read_commands(readme):
-        where = f"{readme}:{command.line}"
+    for path in files:
+        failures += run_file(path)
+    print(f"{failures} command(s) failed" if failures else "every command ran")
+    return 1 if failures else 0
+
+
+def run_file(path: Path) -> int:
+    """Run one file's commands from the repository's root; the number that failed."""
+    failures = 0
+    for command in read_commands(path):
+        where = f"{path}:{command.line}"
         if command.skip_reason is not None:
             print(f"skip  {where}  {command.text}  ({command.skip_reason})")
             continue
@@ -98,16 +113,13 @@ def main(argv: list[str]) -> int:
         if run is None:
             print(f"done  {where}  {command.text}  (the Quick start ran it)")
             continue
-        result = subprocess.run(
-            ["bash", "-c", run], capture_output=True, text=True, cwd=readme.parent
-        )
+        result = subprocess.run(["bash", "-c", run], capture_output=True, text=True, cwd=ROOT)
         status = "ok  " if result.returncode == 0 else "FAIL"
         print(f"{status}  {where}  {run}", flush=True)
         if result.returncode != 0:
             failures += 1
             print(result.stdout[-4000:] + result.stderr[-4000:])
-    print(f"{failures} README command(s) failed" if failures else "every README command ran")
-    return 1 if failures else 0
+    return failures
 
 
 if __name__ == "__main__":

@@ -139,9 +139,7 @@ def test_imports_go_down_the_layers():
         f"{a} -> {b}"
         for a, targets in import_graph().items()
         for b in targets
-        if layer_of(a) is not None
-        and layer_of(b) is not None
-        and layer_of(b) > layer_of(a)  # type: ignore[operator]
+        if layer_of(a) is not None and layer_of(b) is not None and layer_of(b) > layer_of(a)  # type: ignore[operator]
     )
     assert len(upward) <= MAX_UPWARD_IMPORTS, upward
 

@@ -1,6 +1,6 @@
 """The workflow on a real Slurm: a single-node cluster started by tests/cluster/slurm.sh
 (slurmctld, slurmd, munge, slurmdbd + MariaDB), driven through Snakemake's Slurm
-executor plugin with the README's own command and profiles/slurm.
+executor plugin with docs/cluster.md's own command and profiles/slurm.
 
 Needs root and apt (it installs Debian's Slurm packages); elsewhere every test here
 skips with the reason, unless TRAINBENCH_REQUIRE_CLUSTER=1 (CI), where a missing
@@ -38,14 +38,14 @@ TARGET = "results/report.md"
 
 
 def readme_cluster_command() -> str:
-    """The command of the README's "Running on a cluster" section."""
-    readme = (REPO / "README.md").read_text()
-    match = re.search(r"^## Running on a cluster\n(.*?)(?=^## |\Z)", readme, re.M | re.S)
-    assert match, "README has no section 'Running on a cluster'"
+    """The command of docs/cluster.md, "Running on a cluster" (the README links to it)."""
+    doc = (REPO / "docs" / "cluster.md").read_text()
+    match = re.search(r"^# Running on a cluster\n(.*)", doc, re.M | re.S)
+    assert match, "docs/cluster.md has no section 'Running on a cluster'"
     commands = re.findall(
         r"^\s*(?:\.venv/bin/)?(snakemake --workflow-profile profiles/slurm[^\n]*)$", match[1], re.M
     )
-    assert commands, "the README's cluster section shows no `snakemake --workflow-profile` command"
+    assert commands, "docs/cluster.md shows no `snakemake --workflow-profile` command"
     return commands[0].strip()  # the venv's snakemake: run_snakemake runs that one
 
 
@@ -95,7 +95,7 @@ def node_memory_mb() -> int:
 
 
 def cluster_workflow(path: Path, config: dict) -> Path:
-    """A copy of the workflow with the profile filled in the way the README says
+    """A copy of the workflow with the profile filled in the way docs/cluster.md says
     (partition, account), plus two settings for a test cluster: the first status
     check after 5 s instead of 40, and memory the node has."""
     workflow = copy_workflow(path)
