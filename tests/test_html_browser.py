@@ -4,7 +4,9 @@ A tiny workflow runs once (cpu, plus mps and cuda that are unavailable here), th
 each page opens in Chromium in a laptop-sized window (1366x768) and must show: every
 figure loaded (naturalWidth > 0), the verdicts on the first screen without
 scrolling, every link resolving (a local file that exists, an anchor that exists),
-nothing written to the browser console, and no request leaving the report's files.
+nothing written to the browser console, no request leaving the report's files, and
+every verdict mark drawn as a badge with its words (no emoji, which a browser without
+an emoji font, such as Debian's chromium, draws as an empty box).
 In `snakemake --report` every result of every category opens through the report's
 own menu; it shows each report page in a frame of a data URI, where only the anchors
 can be followed, and its own template writes one console warning (Tailwind's), the
@@ -38,6 +40,10 @@ VERDICT_HEADINGS = {"report": "verdicts", "image_cnn": "summary"}
 # Snakemake's own report template loads Tailwind's development build, which says so on
 # the console; trainbench cannot change that page (every other message fails the test).
 SNAKEMAKE_TEMPLATE = "warning: cdn.tailwindcss.com should not be used in production."
+# The marks the Markdown reports write (emoji) and each badge's class and words in HTML.
+MARK_WORDS = {"mark-ok": "ok", "mark-failed": "failed", "mark-warning": "warning",
+              "mark-unavailable": "unavailable"}  # fmt: skip
+MARKDOWN_MARKS = re.compile("[\u2705\u274c\u26a0\u26aa]")
 
 
 def browser_unavailable(reason: str) -> None:
@@ -171,10 +177,50 @@ def assert_verdicts_on_first_screen(frame, heading_id: str, offset_y: float = 0.
         assert box["right"] <= VIEWPORT["width"], f"{where}: past the right edge"
 
 
+def markdown_source(results: Path, name: str) -> str:
+    return (results / ("report.md" if name == "report" else f"reports/{name}.md")).read_text()
+
+
 def markdown_images(results: Path, name: str) -> int:
     """How many figures the page's Markdown source shows."""
-    source = results / ("report.md" if name == "report" else f"reports/{name}.md")
-    return len(re.findall(r"!\[[^\]]*\]\(", source.read_text()))
+    return len(re.findall(r"!\[[^\]]*\]\(", markdown_source(results, name)))
+
+
+def markdown_marks(results: Path, name: str) -> int:
+    """How many verdict marks (emoji) the page's Markdown source writes."""
+    return len(MARKDOWN_MARKS.findall(markdown_source(results, name)))
+
+
+def shown_marks(frame) -> dict:
+    """Each badge (class mark) as drawn, and any emoji left in the page's text: one
+    drawn by default as an emoji (Emoji_Presentation), a warning sign or a variation
+    selector."""
+    return frame.evaluate(
+        """() => ({
+            badges: [...document.querySelectorAll('.mark')].map(e => {
+                const r = e.getBoundingClientRect(), style = getComputedStyle(e);
+                return {classes: [...e.classList], text: e.innerText, width: r.width,
+                        height: r.height, visible: e.checkVisibility(),
+                        background: style.backgroundColor, color: style.color};
+            }),
+            emoji: document.body.innerText.match(/[\\p{Emoji_Presentation}\\u26a0\\ufe0e\\ufe0f]/gu)
+                   || [],
+        })"""
+    )
+
+
+def assert_marks_render(frame, expected: int) -> None:
+    """Every mark of the Markdown a visible badge, with a background and its words."""
+    shown = shown_marks(frame)
+    assert shown["emoji"] == [], f"emoji in the page: {shown['emoji']}"
+    assert len(shown["badges"]) == expected >= 1, shown["badges"]
+    for badge in shown["badges"]:
+        kinds = [c for c in badge["classes"] if c in MARK_WORDS]
+        assert len(kinds) == 1, f"a badge of no known kind: {badge}"
+        assert badge["text"] == MARK_WORDS[kinds[0]], badge
+        assert badge["visible"] and badge["width"] > 0 and badge["height"] > 0, badge
+        assert badge["background"] not in ("rgba(0, 0, 0, 0)", "transparent"), badge
+        assert badge["color"] != badge["background"], badge
 
 
 def assert_figures_loaded(frame, expected: int) -> None:
@@ -191,6 +237,7 @@ def test_results_html_page_in_a_browser(browser, workflow, tmp_path, name):
     page.shot(tmp_path / f"{name}.png")
 
     assert_figures_loaded(page.page, markdown_images(results, name))
+    assert_marks_render(page.page, markdown_marks(results, name))
     assert_verdicts_on_first_screen(page.page, VERDICT_HEADINGS[name])
     assert broken_links(page.page) == []
     assert page.console == []
@@ -224,6 +271,7 @@ def check_embedded_page(page: Watched, results: Path, name: str, tmp_path: Path)
     frame.wait_for_load_state("load")
     page.shot(tmp_path / f"snakemake_{name}.png")
     assert_figures_loaded(frame, markdown_images(results, name))
+    assert_marks_render(frame, markdown_marks(results, name))
     assert_verdicts_on_first_screen(frame, VERDICT_HEADINGS[name], iframe.bounding_box()["y"])
     assert broken_links(frame, files=False) == []
 

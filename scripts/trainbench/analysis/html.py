@@ -5,7 +5,10 @@ since a result page cannot follow relative links. Headings get GitHub's anchors 
 Markdown links to ``#measurement-quality``), and links to the run's files are made
 relative to the page (results/html/), a Markdown report's to its own page where it
 has one; inside ``snakemake --report``, which shows each page as a data URI, only the
-anchors can be followed. Renders; computes nothing."""
+anchors can be followed. The verdict marks of the Markdown (emoji: ✅ ❌ ⚠️ ⚪) become
+CSS badges with their meaning in words, which need no emoji font (a browser without
+one, such as Debian's chromium, draws an emoji as an empty box). Renders; computes
+nothing."""
 
 from __future__ import annotations
 
@@ -29,7 +32,28 @@ th { background: #f6f8fa; }
 tr:nth-child(even) td { background: #fbfcfd; }
 code { background: #f6f8fa; padding: 0.1em 0.3em; border-radius: 4px; }
 img { max-width: 100%; }
+.mark { display: inline-block; padding: 0 0.5em; border-radius: 0.8em; font-size: 0.8em;
+        font-weight: 600; line-height: 1.5; white-space: nowrap; vertical-align: 0.05em;
+        color: #ffffff; background: #57606a; border: 1px solid rgba(31, 35, 40, 0.15); }
+.mark-ok { background: #1a7f37; }
+.mark-warning { background: #9a6700; }
+.mark-failed { background: #cf222e; }
+.mark-unavailable { background: #57606a; }
 """
+# The emoji the Markdown reports write, each with its badge's words (its class: mark-
+# and the words) and what it stands for (its tooltip): the verdicts' symbols
+# (trainbench.analysis.stats.verdicts.SYMBOLS), the index's unavailable devices and
+# failed cells (trainbench.analysis.report) and the templates' disturbed-measurements
+# warning.
+MARKS = {
+    "\u2705": ("ok", "working, or the baseline without failures"),
+    "\u274c": ("failed", "not working, failed cells, or the baseline with failures"),
+    "\u26a0": ("warning", "insufficient data, disturbed or not faster: read with care"),
+    "\u26aa": ("unavailable", "device unavailable: not measured"),
+}
+# A mark with its variation selector (U+FE0F emoji, U+FE0E text), or a selector alone.
+MARK = re.compile(f"([{''.join(MARKS)}])[\ufe0e\ufe0f]?|[\ufe0e\ufe0f]")
+TAG = re.compile(r"(<[^>]*>)")
 IMG_SRC = re.compile(r'(<img[^>]*\ssrc=")([^"]+)(")')
 LINK_HREF = re.compile(r'(<a[^>]*\shref=")([^"]+)(")')
 
@@ -45,6 +69,25 @@ def _inline_images(body: str, base: Path) -> str:
         return f"{match.group(1)}data:{kind};base64,{encoded}{match.group(3)}"
 
     return IMG_SRC.sub(data_uri, body)
+
+
+def _mark_words(match: re.Match) -> str:
+    return MARKS[match.group(1)][0] if match.group(1) else ""
+
+
+def _mark_badge(match: re.Match) -> str:
+    if not match.group(1):
+        return ""
+    words, meaning = MARKS[match.group(1)]
+    kind = words.replace(" ", "-")
+    return f'<span class="mark mark-{kind}" title="{html.escape(meaning)}">{words}</span>'
+
+
+def _mark_badges(body: str) -> str:
+    """Each mark in the text of ``body`` as a badge (a span with its words), in a tag
+    (an attribute: alt, title) as its words alone; no emoji font needed."""
+    parts = TAG.split(body)
+    return "".join(MARK.sub(_mark_words if p[:1] == "<" else _mark_badge, p) for p in parts)
 
 
 def _relink(body: str, base: Path, page_dir: Path, pages: Mapping[Path, Path]) -> str:
@@ -78,7 +121,8 @@ def markdown_page(
     base = Path(base).resolve()
     page_dir = Path(page_dir).resolve() if page_dir is not None else base
     targets = {Path(k).resolve(): Path(v).resolve() for k, v in (pages or {}).items()}
-    body = _relink(_inline_images(body, base), base, page_dir, targets)
+    body = _mark_badges(_relink(_inline_images(body, base), base, page_dir, targets))
+    title = MARK.sub(_mark_words, title)
     return (
         "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n"
