@@ -4,6 +4,7 @@ again from its records alone (trainbench.evidence, evidence_run, evidence_check)
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import tarfile
@@ -108,7 +109,7 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
     folder = root / "docs" / "measured" / "gpu-x"
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
     key = config_key(["config.yaml", "configs/gpu-x.yaml"])
-    assert meta["commit"] == "abc123" and meta["measurement_code"]["version"] == 2
+    assert meta["commit"] == "abc123" and meta["measurement_code"]["version"] == 3
     assert len(meta["measurement_code"]["files"][key]) == 64
     assert stale_files(folder, root) == []
     (root / "scripts/trainbench/analysis/stats/parity.py").write_text("PARITY = 2\n")
@@ -308,3 +309,16 @@ def test_any_change_of_code_marks_the_behaviour_fingerprint(tmp_path):
         assert behaviour.changed(before, after) == [expected[what]], what
     rules = _fingerprint(tmp_path / "r", {"a.py": MODULE_A, "rules/run.smk": "rule y:\n"})
     assert behaviour.changed(before, rules) == ["rules/run.smk"]
+
+
+def test_the_behaviour_digest_is_the_same_on_every_python():
+    """3.12 added ``type_params=[]`` to every def and class: an empty field the digest
+    leaves out, so evidence made on a 3.12 GPU host checks on a 3.11 laptop."""
+    from trainbench.evidence import behaviour
+
+    tree = ast.parse("def f(x=1):\n    return x\n")
+    plain = behaviour.digest(tree.body[0])
+    tree.body[0].type_params = []
+    tree.body[0]._fields = (*tree.body[0]._fields, "type_params")
+    assert behaviour.digest(tree.body[0]) == plain
+    assert behaviour.digest(ast.parse("def f(x=2):\n    return x\n").body[0]) != plain

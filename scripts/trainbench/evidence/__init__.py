@@ -75,10 +75,7 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/config/entry_check.py",
     "scripts/trainbench/run/rerun.py",
     "scripts/trainbench/run/recover.py",
-    "scripts/trainbench/evidence/tree.py",
-    "scripts/trainbench/evidence/__init__.py",
-    "scripts/trainbench/evidence/run.py",  # the command it ran is in EVIDENCE.json
-    "scripts/trainbench/evidence/check.py",
+    "scripts/trainbench/evidence/*",  # packaging and checking (run: its command is recorded)
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",
     "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
@@ -182,7 +179,10 @@ def stale_files(folder: Path, root: Path) -> list[str]:
     meta = json.loads((folder / EVIDENCE_FILE).read_text())
     then = meta["measurement_code"]
     if then.get("version") != behaviour.VERSION:
-        return ["made with the file fingerprint (v1), before the behaviour fingerprint"]
+        return [
+            f"made with fingerprint v{then.get('version', 1)}, not v{behaviour.VERSION}: "
+            "measure again"
+        ]
     now = code_fingerprint(
         root, meta.get("config_files", []), meta.get("workloads"), meta.get("code_files", [])
     )

@@ -11,7 +11,9 @@ measurement could have changed, and cleanups were refused for it. This one hashe
   named by its qualified name inside its module (``TrainingLoop._evaluate``,
   ``MAX_EXTENSION_REGIONS``), never by the module's path;
 * a unit's digest is the SHA-256 of its AST with docstrings removed (comments and
-  formatting are not in the AST), dumped without line numbers;
+  formatting are not in the AST), dumped without positions and without empty fields
+  (:func:`stable_dump`: the same text on Python 3.10 to 3.13, where ``ast.dump``
+  differs);
 * **import statements are left out**: after a move they differ (``from trainbench.x``
   becomes ``from trainbench.run.x``) while binding the same objects; what those
   objects do is fingerprinted where they are defined;
@@ -34,11 +36,11 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-VERSION = 2
+VERSION = 3
 METHOD = (
-    "behaviour fingerprint v2: per unit (top-level function, method, class body without "
+    "behaviour fingerprint v3: per unit (top-level function, method, class body without "
     "its methods, module-level statement other than an import), SHA-256 of its AST "
-    "without docstrings or positions, keyed by its qualified name inside its module "
+    "without docstrings, positions or empty fields, keyed by its qualified name inside its module "
     "(not by path; the set of digests where several modules define the name); non-Python "
     "files by path and SHA-256 of their bytes"
 )
@@ -63,9 +65,26 @@ def _strip(node: ast.AST) -> ast.AST:
     return node
 
 
+def stable_dump(node: object) -> str:
+    """``node`` as text, the same on every Python this project supports: node types
+    and their fields, without positions, and without fields that are None or empty
+    (``ast.dump``'s text differs between versions: 3.12 added ``type_params=[]`` to
+    every function and class)."""
+    if isinstance(node, ast.AST):
+        fields = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value is None or (isinstance(value, list) and not value):
+                continue
+            fields.append(f"{name}={stable_dump(value)}")
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(stable_dump(item) for item in node) + "]"
+    return repr(node)
+
+
 def digest(node: ast.AST) -> str:
-    dumped = ast.dump(_strip(node), annotate_fields=True, include_attributes=False)
-    return hashlib.sha256(dumped.encode()).hexdigest()
+    return hashlib.sha256(stable_dump(_strip(node)).encode()).hexdigest()
 
 
 def _statement_name(stmt: ast.stmt) -> str:
