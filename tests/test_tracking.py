@@ -346,7 +346,7 @@ def test_training_gradient_accumulation(accumulation, steps, optimizer_steps):
 
 def test_training_rejects_empty_loader():
     device = FakeDevice()
-    with pytest.raises(ValueError, match="no full batch"):
+    with pytest.raises(ValueError, match="not one full batch"):
         run_training(_parts(0), _context(_spec(4), device))
 
 
