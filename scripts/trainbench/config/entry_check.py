@@ -12,6 +12,7 @@ directory, as the cells read them (not from the config file's folder)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -70,8 +71,33 @@ def entry_problems(name: str, entry: str, python_path: list[str] | None) -> list
     ]
     if missing:
         return missing
-    problem = _import_problem(name, entry, [str(Path(f).resolve()) for f in folders])
+    resolved = tuple(str(Path(f).resolve()) for f in folders)
+    problem = _import_problem_once(name, entry, resolved, _sources_stamp(resolved))
     return [problem] if problem else []
+
+
+def _sources_stamp(folders: tuple[str, ...]) -> tuple:
+    """What the import could depend on in the entry's folders: every Python file's
+    path, size and modification time (a changed module is checked again)."""
+    stamp = []
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*.py")):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            stamp.append((str(path), info.st_size, info.st_mtime_ns))
+    return tuple(stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _import_problem_once(
+    name: str, entry: str, folders: tuple[str, ...], stamp: tuple
+) -> str | None:
+    """:func:`_import_problem`, once per process for the same entry and unchanged
+    sources: a config is validated several times while Snakemake parses the workflow,
+    and each check imports the model in a child process (seconds with torch)."""
+    return _import_problem(name, entry, list(folders))
 
 
 def _is_dir(folder: str) -> bool:
