@@ -190,14 +190,19 @@ def contrastive_step(groups: np.ndarray) -> Step:
         packed = torch.cat(
             [torch.cat(images).flatten(), torch.cat(texts).flatten(), model.scale().reshape(1)]
         )
-        packed = upcast(packed)
-        return {"outputs": (packed.cpu(), n, dim), "samples": n}
+        packed = upcast(packed).cpu()
+        # Three outputs again, each on its own scale: the embeddings (unit norm) and the
+        # logit scale (up to 100) are compared apart (trainbench.run.eval_parity).
+        outputs = (
+            packed[: n * dim].reshape(n, dim),
+            packed[n * dim : 2 * n * dim].reshape(n, dim),
+            packed[-1:],
+        )
+        return {"outputs": outputs, "samples": n}
 
     def score(outputs) -> dict:
-        packed, n, dim = outputs
-        image_emb = packed[: n * dim].reshape(n, dim)
-        text_emb = packed[n * dim : 2 * n * dim].reshape(n, dim)
-        scale = packed[-1]
+        image_emb, text_emb, scale = outputs
+        scale = scale[0]
         metrics = retrieval_metrics(image_emb @ text_emb.T, groups)
         loss, _ = clip_loss(image_emb, text_emb, scale)
         metrics["loss"] = float(loss)  # InfoNCE over the whole held-out set
