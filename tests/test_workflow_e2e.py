@@ -172,7 +172,10 @@ def test_crashing_cell_is_a_failed_record_not_a_failed_workflow(workflow):
     assert crashed["error"]["class"] == "signal"
     assert crashed["attempts"][0]["signal"] == "SIGABRT"
     # The cell ran the copied tree's code (PYTHONPATH points there).
-    assert str(workflow / "scripts" / "trainbench" / "run" / "faults.py") in crashed["error"]["stderr_tail"]
+    assert (
+        str(workflow / "scripts" / "trainbench" / "run" / "faults.py")
+        in crashed["error"]["stderr_tail"]
+    )
     fine = read_record(runs / "bs2" / "rep0" / "metrics.json")
     assert fine["status"] == "ok", fine.get("error")
 
