@@ -16,7 +16,9 @@ if not any(n.endswith("/report.html") for n in pages):
 if not any("Verification report" in text for text in pages.values()):
     problems.append("no workload verification report in the HTML report")
 # The pages show each verdict as a badge (trainbench.analysis.html.MARKS), not an emoji.
-if not any(re.search(r'class="mark mark-(ok|failed|warning|unavailable)"', t) for t in pages.values()):
+if not any(
+    re.search(r'class="mark mark-(ok|failed|warning|unavailable)"', t) for t in pages.values()
+):
     problems.append("no verdict badge in any report page")
 if "1. Verdicts" not in main:
     problems.append("no category '1. Verdicts'")
