@@ -250,6 +250,38 @@ def test_warnings_per_record_and_per_device_in_kind_order():
     assert pd.isna(table["rep"][3]) and table["rep"][0] == 0
 
 
+def test_a_slowdown_names_the_epoch_it_started_in_and_what_can_change_there():
+    """A slowdown at an epoch's first step is not blamed on heat: two_tower's mining
+    schedule makes its later epochs slower by design (3-4x on the CPU)."""
+    rows = cell("w", "cpu", 8, [100, 102, 101])
+    where = dict(steady_state="slowdown", steady_start_step=32, window_steps=64, epochs=3)
+    rows[0].update(where, wall_extension_seconds=0.0, mining_seconds=0.5)
+    rows[1].update(where, wall_extension_seconds=0.0, mining_seconds=0.0)
+    rows[2].update(where, wall_extension_seconds=1.2)  # extended: epochs unknown
+    table = stats.publish({"runs": frame(rows)}, {"w": ["cpu"]})["warnings"]
+    details = table[table["kind"] == "slowdown"]["detail"].tolist()
+    assert details[0] == (
+        "slower from step 32 on, the first step of epoch 2, where this run's hard-negative "
+        "mining schedule can change the work per step: measured from there"
+    )
+    assert details[1] == (
+        "slower from step 32 on, the first step of epoch 2 (a shift in level at an epoch "
+        "boundary): measured from there"
+    )
+    assert "heat, other load or a change in the work per step" in details[2]
+    assert "thermal" not in " ".join(details)
+
+
+@pytest.mark.parametrize(
+    ("step", "window", "epochs", "extension", "epoch"),
+    [(32, 64, 3, 0.0, 2), (64, 64, 2, 0.0, 2), (40, 56, 3, 0.0, 0), (32, 64, 3, 0.5, 0),
+     (32, 64, 3, float("nan"), 0), (32, 64, 1, 0.0, 0), (0, 96, 3, 0.0, 0),
+     (float("nan"), 64, 3, 0.0, 0)],
+)  # fmt: skip
+def test_the_epoch_a_step_starts(step, window, epochs, extension, epoch):
+    assert quality.epoch_started_at(step, window, epochs, extension) == epoch
+
+
 # ----------------------------------------------------------------------------- repeats
 
 

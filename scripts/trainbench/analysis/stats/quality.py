@@ -283,7 +283,8 @@ def _disturbed_detail(cores: float, start: float, end: float) -> str:
 
 _DETAIL_COLUMNS = (
     "other_cpu_cores", "load_avg_start", "load_avg_end", "window_seconds", "window_steps",
-    "eval_warm_seconds", "eval_warm_passes", "warmup_steps", "steady_start_step",
+    "eval_warm_seconds", "eval_warm_passes", "warmup_steps", "steady_start_step", "epochs",
+    "wall_extension_seconds", "mining_seconds",
 )  # fmt: skip
 
 
@@ -305,10 +306,40 @@ def _record_detail(kind: str, v: pd.Series) -> str:
             f"no steady state in the step times; measured from step "
             f"{compact(v['warmup_steps'])}, no verdict rests on it"
         )
-    return (
-        f"slower from step {compact(v['steady_start_step'])} on (e.g. thermal throttling): "
-        "measured from there"
-    )
+    return _slowdown_detail(v)
+
+
+def epoch_started_at(step: float, window_steps: float, epochs: float, extension_s: float) -> int:
+    """The epoch (1-based) whose first step is ``step``, or 0 where that cannot be read
+    from the record: a run without extension steps runs ``step + window_steps`` steps
+    in ``epochs`` equal epochs."""
+    if not (np.isfinite(step) and np.isfinite(window_steps) and np.isfinite(epochs)):
+        return 0
+    if extension_s != 0 or epochs < 2 or step <= 0:  # NaN: extension unknown
+        return 0
+    total = step + window_steps
+    per_epoch = total / epochs
+    if per_epoch != int(per_epoch) or step % per_epoch:
+        return 0
+    return int(step // per_epoch) + 1
+
+
+def _slowdown_detail(v: pd.Series) -> str:
+    """Where a run's step times settled at a slower level, and what can cause that: at
+    an epoch's first step the work per step may have changed (two_tower's scheduled
+    hard-negative mining does), elsewhere heat, other load or the work itself."""
+    step = v["steady_start_step"]
+    epoch = epoch_started_at(step, v["window_steps"], v["epochs"], v["wall_extension_seconds"])
+    where = f"slower from step {compact(step)} on"
+    if not epoch:
+        return f"{where} (a shift in level: heat, other load or a change in the work per step): measured from there"
+    where += f", the first step of epoch {epoch}"
+    if v["mining_seconds"] > 0:
+        return (
+            f"{where}, where this run's hard-negative mining schedule can change the work per "
+            "step: measured from there"
+        )
+    return f"{where} (a shift in level at an epoch boundary): measured from there"
 
 
 def _record_warnings(runs: pd.DataFrame) -> list[dict]:
