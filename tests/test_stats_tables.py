@@ -252,7 +252,7 @@ def test_warnings_per_record_and_per_device_in_kind_order():
 
 def test_a_slowdown_names_the_epoch_it_started_in_and_what_can_change_there():
     """A slowdown at an epoch's first step is not blamed on heat: two_tower's mining
-    schedule makes its later epochs slower by design (3-4x on the CPU)."""
+    schedule makes its later epochs slower by design (2-4x on the CPU)."""
     rows = cell("w", "cpu", 8, [100, 102, 101])
     where = dict(steady_state="slowdown", steady_start_step=32, window_steps=64, epochs=3)
     rows[0].update(where, wall_extension_seconds=0.0, mining_seconds=0.5)
