@@ -332,7 +332,8 @@ def _slowdown_detail(v: pd.Series) -> str:
     epoch = epoch_started_at(step, v["window_steps"], v["epochs"], v["wall_extension_seconds"])
     where = f"slower from step {compact(step)} on"
     if not epoch:
-        return f"{where} (a shift in level: heat, other load or a change in the work per step): measured from there"
+        cause = "a shift in level: heat, other load or a change in the work per step"
+        return f"{where} ({cause}): measured from there"
     where += f", the first step of epoch {epoch}"
     if v["mining_seconds"] > 0:
         return (
