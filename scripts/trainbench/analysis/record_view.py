@@ -233,6 +233,8 @@ class Result:
     kind: str | None = None
     timed: Timed = Timed()
     steady_state: SteadyState = SteadyState()
+    # the schedule phase the window is held to (trainbench.run.measurement.window_phase)
+    window_phase: Mapping[str, Any] | None = None
     warmup: Warmup = Warmup()
     step_latency_s: StepLatency = StepLatency()
     outliers: Outliers | None = None  # None: the record has no outlier count

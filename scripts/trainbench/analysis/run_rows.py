@@ -41,7 +41,7 @@ RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
     "error_class", "error_message", "reason", "attempts", "failed_attempts",
     "samples_per_s", "window_steps", "window_samples", "window_seconds", "short_window",
-    "steady_state", "steady_start_step", "warmup_steps", "warmup_seconds", "first_step_seconds",
+    "steady_state", "steady_start_step", "window_phase", "warmup_steps", "warmup_seconds", "first_step_seconds",
     "step_p50_s", "step_p90_s", "step_cv", "step_robust_cv",
     "outlier_steps", "outlier_steps_severe", "outlier_seconds_share", "data_wait_per_step_s",
     "eval_samples_per_s", "eval_warm_seconds", "eval_warm_passes", "eval_cold_seconds",
@@ -68,6 +68,16 @@ def _load_avg(value) -> float | None:
     return value[0] if isinstance(value, list) and value else None
 
 
+def phase_text(phase) -> str | None:
+    """The schedule phase a window is held to, in words ("epochs 2-3: ..."); None when
+    the workload's work per step does not change by epoch."""
+    if not phase:
+        return None
+    first, last = phase.get("first_epoch"), phase.get("last_epoch")
+    epochs = f"epoch {first}" if first == last else f"epochs {first}-{last}"
+    return f"{epochs}: {phase.get('phase')}"
+
+
 def _speed_facts(result: Result) -> dict:
     """The measurement window of a training result (docs/statistics.md section 1)."""
     timed, steady, outliers = result.timed, result.steady_state, result.outliers
@@ -80,6 +90,7 @@ def _speed_facts(result: Result) -> dict:
         "short_window": timed.short_window,
         "steady_state": steady.classification,
         "steady_start_step": steady.start_step,
+        "window_phase": phase_text(result.window_phase),
         "warmup_steps": result.settings.warmup_steps,
         "warmup_seconds": result.warmup.seconds,
         "first_step_seconds": result.warmup.first_step_seconds,

@@ -81,8 +81,15 @@ class Column:
     autocast: str = "off"
     size: float = 0.0
     fault: str = FAULT  # the test fault of a fault column
+    backend: str = "cpu"  # cuda: a CUDA cell (trainbench.bench.false_alarm)
+    staged: bool | None = None  # CUDA: the data sets staged on the device (None: default)
 
     def describe(self) -> str:
+        if self.backend != "cpu":
+            where = {True: "data staged on the device", False: "data from the host",
+                     None: "default staging"}[self.staged]  # fmt: skip
+            precision = "float32" if self.autocast == "off" else f"{self.autocast} autocast"
+            return f"{self.backend}, {precision}, {where}"
         parts = [f"{self.threads} thread{'s' if self.threads > 1 else ''}"]
         parts += [f"{k}={v}" for k, v in self.env.items()]
         if self.autocast != "off":
@@ -127,12 +134,13 @@ class Job:
 # ----------------------------------------------------------------------------- plan
 
 
-def bench_config(config: dict) -> dict:
+def bench_config(config: dict, backends: Sequence[str] = ("cpu",)) -> dict:
     """The config the benchmark runs: the given config's training workloads with their
-    settings, on the CPU at 1 and 2 threads, faults allowed, one attempt per cell,
-    no timing extras (calibration passes, extension steps)."""
+    settings, on the CPU at 1 and 2 threads (and the other ``backends``), faults
+    allowed, one attempt per cell, no timing extras (calibration passes, extension
+    steps)."""
     config = copy.deepcopy(config)
-    config["devices"] = ["cpu"]
+    config["devices"] = list(dict.fromkeys(["cpu", *backends]))
     config.setdefault("device_settings", {}).setdefault("cpu", {})["threads"] = [1, 2]
     launcher = config.setdefault("launcher", {})
     launcher.update(progress="never", max_attempts=1, allow_fault_injection=True)
@@ -189,7 +197,7 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
         spec["config_hash"] = tbconfig.config_hash(spec)
         return spec
     config = copy.deepcopy(config)
-    device = f"cpu-t{column.threads}"
+    device = f"cpu-t{column.threads}" if column.backend == "cpu" else column.backend
     if column.kind == "fault":
         config["fault_injection"] = [
             {"workload": job.workload, "device": device, "fault": column.fault, "size": column.size}
@@ -199,6 +207,8 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
     )
     spec["device_settings"]["env"] = {**spec["device_settings"].get("env", {}), **column.env}
     spec["device_settings"]["autocast"] = column.autocast
+    if column.staged is not None:
+        spec["device_settings"]["stage_data_on_device"] = column.staged
     # every column's evaluation is compared with CPU float64 (the baseline's too, so
     # that the clean column stays the baseline's very cell)
     spec["eval_parity"] = True
@@ -336,9 +346,9 @@ def config_facts(path: str | Path, config: dict) -> dict:
     }
 
 
-def load_config(path: str | Path) -> dict:
+def load_config(path: str | Path, backends: Sequence[str] = ()) -> dict:
     """The benchmark's config from a trainbench config file."""
-    return bench_config(yaml.safe_load(Path(path).read_text()))
+    return bench_config(yaml.safe_load(Path(path).read_text()), ("cpu", *backends))
 
 
 def json_load(path: str | Path) -> dict:
@@ -375,6 +385,7 @@ class Options:
 
     sizes: Sequence[float] = SIZES
     repeats: int = REPEATS
+    extra_columns: Sequence[Column] = ()  # beyond :func:`columns` (the CUDA ones)
     only: Sequence[str] = ()
     columns: Sequence[str] = ()
     workers: int = 1
@@ -395,8 +406,9 @@ def run_benchmark(
 
     from trainbench.bench.machine import machine_facts
 
-    config = load_config(config_path)
-    every = columns(options.sizes)
+    backends = sorted({c.backend for c in options.extra_columns} - {"cpu"})
+    config = load_config(config_path, backends)
+    every = {**columns(options.sizes), **{c.name: c for c in options.extra_columns}}
     chosen = {n: every[n] for n in (options.columns or every)}
     jobs = plan(config, chosen, options.repeats, options.only)
     previous = json_load(out_json) if options.resume and Path(out_json).exists() else {}
@@ -411,7 +423,7 @@ def run_benchmark(
     results = {
         "benchmark": "parity_power",
         "config": facts,
-        "machine": machine_facts("cpu"),
+        "machine": machine_facts(backends[0] if backends else "cpu"),
         "repeats": options.repeats,
         "columns": {n: {**asdict(c), "describe": c.describe()} for n, c in every.items()},
         "invocations": [*previous.get("invocations", []), invocation],

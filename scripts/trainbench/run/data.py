@@ -109,7 +109,7 @@ def staged_batches(loader: Iterable, device: torch.device, non_blocking: bool, p
     waits for its host-to-device copy."""
     if not (prefetch and device.type == "cuda"):
         for batch in loader:
-            yield _to_device(batch, device, non_blocking)
+            yield to_device(batch, device, non_blocking)
         return
     copy_stream = torch.cuda.Stream(device)
     host_batches = iter(loader)
@@ -119,7 +119,7 @@ def staged_batches(loader: Iterable, device: torch.device, non_blocking: bool, p
         if host is None:
             return None
         with torch.cuda.stream(copy_stream):
-            return _to_device(host, device, non_blocking)
+            return to_device(host, device, non_blocking)
 
     ahead = copy_next()
     while ahead is not None:
@@ -133,9 +133,26 @@ def staged_batches(loader: Iterable, device: torch.device, non_blocking: bool, p
         yield batch
 
 
-def _to_device(batch: dict, device: torch.device, non_blocking: bool) -> dict:
+def copy_to(tensor: torch.Tensor, device: torch.device | str, non_blocking: bool = True):
+    """``tensor`` on ``device``; every copy a cell makes goes through here.
+
+    A copy to the host always blocks. A device-to-host copy with ``non_blocking=True``
+    lands in pinned memory and returns *before the data has arrived*: the host would
+    read whatever the buffer held (a freed block of the pinned-memory cache: another
+    batch). This corrupted the CPU float64 reference of evaluation parity on CUDA when
+    the evaluation data was staged on the device (docs/how-it-measures.md, "Handoffs
+    between the host and the device"). A copy to an accelerator may be non-blocking:
+    the device's stream runs it before any kernel queued after it reads the data, and
+    the pinned-memory cache keeps the host buffer until the copy has run."""
+    device = torch.device(device)
+    return tensor.to(device, non_blocking=non_blocking and device.type != "cpu")
+
+
+def to_device(batch: dict, device: torch.device | str, non_blocking: bool = True) -> dict:
+    """Every tensor of ``batch`` on ``device`` (:func:`copy_to`: never a non-blocking
+    copy to the host); other values unchanged."""
     return {
-        k: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
+        k: (copy_to(v, device, non_blocking) if isinstance(v, torch.Tensor) else v)
         for k, v in batch.items()
     }
 

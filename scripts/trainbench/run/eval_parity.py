@@ -13,9 +13,10 @@ in eval mode under ``no_grad`` and the cell's autocast; its outputs are kept and
 weights copied to the CPU right after that pass's timed region. The reference side,
 after every timed region and the diagnostic pass (its own wall-time phase,
 ``eval_parity``), is the same ``evaluate`` of a copy of the model holding those
-weights on the CPU in float64 (torch's default dtype float64, the floating tensors
-of every batch cast to it, autocast off), over the same evaluation loader in the
-same order; nothing is allocated on the device. Where an op has no float64 kernel
+weights on the CPU in float64 (torch's default dtype float64, autocast off), over the same evaluation loader in the same order,
+each batch copied to the CPU with a blocking copy first (data staged on the device
+included) and its floating tensors cast to float64 there; nothing is allocated on the
+device. Where an op has no float64 kernel
 the reference falls back to CPU float32 and says so (``reference`` in the record).
 
 **Rule.** Every floating output (``evaluate``'s ``outputs``: per-sample logits or
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from trainbench.run.canary import TOLERANCES, precision_of, relative_error
+from trainbench.run.data import to_device
 from trainbench.run.precision import cast_floats, default_dtype
 
 if TYPE_CHECKING:
@@ -54,7 +56,8 @@ FALLBACK_REFERENCE = "CPU float32 (an op of the model has no float64 kernel)"
 METHOD = (
     "the final model's evaluate() on the cell's device (eval mode, no_grad, the cell's "
     "autocast) against the same evaluate() of a copy on the CPU in float64 (default "
-    "dtype float64, floating batch tensors cast), the same batches in the same order; "
+    "dtype float64, each batch copied to the CPU with a blocking copy, its floating tensors "
+    "cast there), the same batches in the same order; "
     "per floating output max|out - ref| / max(max|ref|, 1e-30), integer outputs equal; "
     "pass when the worst is within the canary's tolerance for the cell's precision; the primary metric's difference is reported, not judged"
 )
@@ -190,19 +193,63 @@ def _in(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return tensor.to(dtype) if tensor.is_floating_point() else tensor
 
 
-def _cast_batches(loader: Iterable, dtype: torch.dtype) -> Iterator:
-    for batch in loader:
-        yield cast_floats(batch, dtype) if isinstance(batch, dict) else batch
+class HostBatches:
+    """The evaluation loader's batches on the host, floating tensors in ``dtype``.
+
+    Synchronized by construction: a batch the loader holds on the device (data staged
+    there) is copied to the CPU with a *blocking* copy before anything reads it, and
+    cast there, so the reference never reads device memory and allocates none. (It
+    used to cast on the device and leave the copy to the workload, whose non-blocking
+    device-to-host copy returned before the data had arrived: the reference read
+    another batch's bytes.) ``sources`` names the devices the batches came from."""
+
+    def __init__(self, loader: Iterable, dtype: torch.dtype):
+        self.loader, self.dtype = loader, dtype
+        self.sources: set[str] = set()
+
+    def __iter__(self) -> Iterator:
+        for batch in self.loader:
+            if not isinstance(batch, dict):
+                yield batch
+                continue
+            for value in batch.values():
+                if isinstance(value, torch.Tensor):
+                    self.sources.add(value.device.type)
+            yield cast_floats(to_device(batch, "cpu", non_blocking=False), self.dtype)
+
+    def describe(self) -> str:
+        away = sorted(self.sources - {"cpu"})
+        if not away:
+            return "host batches (the evaluation loader's own)"
+        return (f"batches staged on {', '.join(away)}, copied to the CPU with blocking copies "
+                "before the reference read them")  # fmt: skip
 
 
-def reference_evaluation(loop: TrainingLoop, final: FinalEvaluation, dtype: torch.dtype) -> dict:
-    """The same evaluation on the CPU in ``dtype``, of the final evaluation's weights."""
+def reference_evaluation(
+    loop: TrainingLoop,
+    final: FinalEvaluation,
+    dtype: torch.dtype,
+    batches: HostBatches | None = None,
+) -> dict:
+    """The same evaluation on the CPU in ``dtype``, of the final evaluation's weights,
+    over ``batches`` (default: the evaluation loader's, on the host)."""
     parts = loop.parts
     cpu = torch.device("cpu")
     ctx = dataclasses.replace(loop.ctx, torch_device=cpu)
+    batches = batches if batches is not None else HostBatches(parts.eval_loader, dtype)
     with default_dtype(dtype), torch.no_grad():
         model = reference_model(parts.model, final, dtype)
-        return parts.evaluate(model, _cast_batches(parts.eval_loader, dtype), ctx)
+        return parts.evaluate(model, batches, ctx)
+
+
+def evaluation_data(loop: TrainingLoop) -> str:
+    """Where the device's evaluation read its batches: staged on the device, or from
+    the host through a DataLoader (its copies then as the workload makes them)."""
+    loader = loop.parts.eval_loader
+    if getattr(loader, "on_device", False):
+        return f"staged on {getattr(loader, 'device', loop.device)} (gathered there)"
+    pinned = bool(getattr(loader, "pin_memory", False))
+    return "host DataLoader" + (" (pinned memory)" if pinned else "")
 
 
 def _metrics(loop: TrainingLoop, evaluation: dict) -> dict:
@@ -225,13 +272,15 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
     precision, tolerance = tolerance_of(loop.ctx)
     device_side = final.evaluation
     reference = REFERENCE
+    batches = HostBatches(loop.parts.eval_loader, torch.float64)
     try:
-        reference_side = reference_evaluation(loop, final, torch.float64)
+        reference_side = reference_evaluation(loop, final, torch.float64, batches)
     except (RuntimeError, NotImplementedError, TypeError) as exc:
         if "Double" not in str(exc) and "float64" not in str(exc):
             raise
         reference = FALLBACK_REFERENCE
-        reference_side = reference_evaluation(loop, final, torch.float32)
+        batches = HostBatches(loop.parts.eval_loader, torch.float32)
+        reference_side = reference_evaluation(loop, final, torch.float32, batches)
     has_outputs = "outputs" in device_side
     key = "outputs" if has_outputs else "metrics"
     compared = compare_outputs(device_side.get(key), reference_side.get(key))
@@ -255,6 +304,8 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
         "metric_difference": got - want if got is not None and want is not None else None,
         "samples": int(device_side.get("samples") or 0),
         "reference": reference,
+        "reference_batches": batches.describe(),
+        "device_evaluation_data": evaluation_data(loop),
         "seconds": time.perf_counter() - started,
         "method": METHOD,
     }

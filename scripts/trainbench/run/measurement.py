@@ -68,6 +68,27 @@ def _short_reason(seconds: float, steps: int, protocol: TimingProtocol, what: st
     return "; ".join(reasons) or None
 
 
+def window_phase(epoch_phases: Sequence[str] | None, steps_per_epoch: int) -> dict | None:
+    """The last phase of a schedule that changes the work per step by epoch: its label,
+    its epochs (1-based, inclusive) and its first step; None without such a schedule
+    (every epoch does the same work). The measurement window starts no earlier than
+    that step on every device, so that the devices' windows time the same work."""
+    if not epoch_phases or len(set(epoch_phases)) < 2:
+        return None
+    last = epoch_phases[-1]
+    first = len(epoch_phases)
+    while first > 1 and epoch_phases[first - 2] == last:
+        first -= 1
+    return {
+        "phase": last,
+        "first_epoch": first,
+        "last_epoch": len(epoch_phases),
+        "first_step": (first - 1) * int(steps_per_epoch),
+        "method": "the workload's work per step changes by epoch; the window starts no "
+        "earlier than the first step of its last phase, on every device",
+    }
+
+
 def measurement_window(
     step_seconds: Sequence[Sequence[float]],
     step_samples: Sequence[int],

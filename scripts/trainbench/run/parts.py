@@ -42,6 +42,11 @@ class TrainingParts:
     # Called before each epoch outside every timed region (e.g. hard-negative mining);
     # returns facts recorded with the epoch (its own timings included).
     before_epoch: Callable[[int], dict] | None = None
+    # The work per step of each configured epoch, where a schedule changes it (e.g.
+    # two_tower's hard-negative mining from its second epoch): one label per epoch. The
+    # measurement window then starts no earlier than the last phase's first step, on
+    # every device, so that a speedup compares the same work (docs/statistics.md §1).
+    epoch_phases: list[str] | None = None
     score: Callable[[Any], dict] | None = None
     model_name: str = ""
     extra_settings: dict = field(default_factory=dict)

@@ -30,6 +30,7 @@ from trainbench.run.measurement import (
     TimingProtocol,
     extension_steps_needed,
     measurement_window,
+    window_phase,
 )
 from trainbench.run.parts import CompileFailedError, NonFiniteLossError, TrainingParts
 from trainbench.run.parts_contract import check_evaluation, check_full_batch
@@ -108,6 +109,9 @@ class TrainingLoop:
             compile_step(parts.loss_fn, self.compile_mode) if self.compile_mode else parts.loss_fn
         )
         self.steps_per_epoch = self._steps_per_epoch(settings.get("max_steps_per_epoch"))
+        self.phase = window_phase(parts.epoch_phases, self.steps_per_epoch)
+        # The window's earliest step: the warm-up, or the last phase's first step.
+        self.window_floor = max(self.warmup_steps, self.phase["first_step"] if self.phase else 0)
         self.timer = StepTimer(self.dev)
         self.host = HostActivity(self.protocol.disturbed_other_cores)
         self.memory = MemoryTracker(self.dev)
@@ -319,7 +323,7 @@ class TrainingLoop:
         return measurement_window(
             self.step_seconds + self.extension_seconds,
             self.step_samples,
-            self.warmup_steps,
+            self.window_floor,
             self.protocol,
         )
 

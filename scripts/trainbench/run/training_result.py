@@ -51,6 +51,7 @@ def loop_result(loop: TrainingLoop) -> dict:
         },
         "extension": loop._extension(),
         **{k: window[k] for k in ("steady_state", "warmup", "timed")},
+        "window_phase": loop.phase,
         "step_latency_s": window["step_latency_s"],
         "outliers": window["outliers"],
         "timing_method": loop.timer.method,

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from trainbench.run.context import RunContext
 from trainbench.run.data import BatchTensorDataset, make_loader
+from trainbench.run.data import to_device as data_to_device
 from trainbench.run.devices import fused_optimizer
 from trainbench.run.training import TrainingParts
 
@@ -47,8 +48,9 @@ def cell_loaders(
 
 
 def to_device(batch: dict, device: torch.device) -> dict:
-    """Every tensor of ``batch`` on ``device`` (non-blocking copies)."""
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    """Every tensor of ``batch`` on ``device``: non-blocking to an accelerator, blocking
+    to the CPU (:func:`trainbench.run.data.copy_to`)."""
+    return data_to_device(batch, device)
 
 
 def adam(model: nn.Module, opt: dict, device: torch.device) -> torch.optim.Adam:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from trainbench.run.context import RunContext
-from trainbench.run.data import BatchTensorDataset
+from trainbench.run.data import BatchTensorDataset, copy_to
 from trainbench.run.training import TrainingParts, run_training
 from trainbench.workloads.common import (
     Step,
@@ -189,6 +189,13 @@ class MiningPlan:
     metric_depth: int
 
 
+# The work per step of each mining mode (TrainingParts.epoch_phases).
+PHASES = {
+    "none": "in-batch negatives",
+    "faiss": "in-batch and FAISS-mined hard negatives",
+}
+
+
 def mining_plan(settings: dict, schedule: list[tuple[int, int, str]], bank_size: int) -> MiningPlan:
     """The cell's :class:`MiningPlan`, its settings checked against the bank."""
     check_mining(settings, bank_size)
@@ -324,7 +331,7 @@ def retrieval_step(
     def evaluate(model, loader, ctx):
         queries, positives, on = [], [], ctx.torch_device
         for batch in loader:
-            queries.append(model.encode_query(batch["query"].to(on, non_blocking=True)))
+            queries.append(model.encode_query(copy_to(batch["query"], on)))
             positives.append(batch["pos"])
         docs = encode_all(model.encode_doc, bank.to(on), encode_bs)
         q = torch.cat(queries)
@@ -471,6 +478,7 @@ def build_parts(ctx: RunContext) -> TrainingParts:
         loaders,
         step,
         before_epoch=negatives.before_epoch,
+        epoch_phases=[PHASES[mode] for mode in plan.per_epoch],
         primary_metric="mrr",
         higher_is_better=True,
         train_metrics=lambda sums, n: {"in_batch_accuracy": sums["correct"] / n},

@@ -16,6 +16,10 @@ all unavailable get no row). Columns:
 * verdict: baseline, faster, slower, no clear difference, insufficient data or
   disturbed — the first matching rule of docs/statistics.md §3; reason: that rule
   with its numbers, one sentence;
+* window_phase: what the training windows cover where the workload's work per step
+  changes by epoch (two_tower's mining schedule): the schedule phase both sides'
+  windows are held to ("epochs 2-3: in-batch and FAISS-mined hard negatives"), or
+  "differs: …" with each side's; empty where every step does the same work;
 * disturbed_runs, short_window_runs, no_steady_state_runs: this device's ok records
   here that were disturbed / had a short window / found no steady state;
 * bimodal: this device's throughputs here split into two groups (see
@@ -59,7 +63,7 @@ MIN_REPEATS = 3
 SPEEDUP_COLUMNS = [
     "workload", "batch_size", "device", "baseline", "n", "median", "low", "high", "interval",
     "baseline_n", "baseline_median", "speedup", "speedup_low", "speedup_high", "speedup_interval",
-    "halfwidth", "verdict", "reason", "disturbed_runs", "short_window_runs",
+    "halfwidth", "verdict", "reason", "window_phase", "disturbed_runs", "short_window_runs",
     "no_steady_state_runs", "bimodal",
 ]  # fmt: skip
 MATMUL_COLUMNS = [
@@ -280,8 +284,32 @@ def speedup_table(
     for cell, summary in zip(cells, summaries, strict=True):
         base = fr.baseline_of(baselines, cell[0])
         ref = sides.get((cell[0], cell[1], base))
-        rows.append(_speed_row(cell, base, sides[cell], ref, summary, ratios.get(cell), eval_))
+        row = _speed_row(cell, base, sides[cell], ref, summary, ratios.get(cell), eval_)
+        row["window_phase"] = "" if eval_ else windows_cover(runs, cell, base)
+        rows.append(row)
     return fr.frame(rows, SPEEDUP_COLUMNS)
+
+
+def windows_cover(runs: pd.DataFrame, cell: tuple, base: str) -> str:
+    """What the training windows of a speedup row cover, where the workload's work per
+    step changes by a schedule: the phase both sides' windows are held to, or, should
+    they differ (records of another version), each side's; "" for a workload without
+    such a schedule (every step does the same work)."""
+    workload, batch_size, device = cell
+    if "window_phase" not in runs:
+        return ""
+
+    def phases(dev: str) -> list[str]:
+        mine = runs[(runs["workload"] == workload) & (runs["batch_size"] == batch_size)
+                    & (runs["device"] == dev) & (runs["status"] == "ok")]  # fmt: skip
+        return sorted({str(v) for v in mine["window_phase"].dropna() if str(v)})
+
+    own, other = phases(device), phases(base)
+    if not own and not other:
+        return ""
+    if device == base or own == other or not other:
+        return "; ".join(own)
+    return f"differs: {device} {'; '.join(own) or 'whole run'}, {base} {'; '.join(other)}"
 
 
 def _speed_row(cell, base, side: Side, ref: Side | None, summary, ratio, eval_: bool) -> dict:
