@@ -58,6 +58,8 @@ def main() -> int:
                         "false-alarm-<device>-<date>.json)")  # fmt: skip
     parser.add_argument("--agree-with", help="an earlier sweep's JSON: this run is its second")
     parser.add_argument("--workdir", help="where the cells' records go (default: temporary)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the runs already in --workdir's parity-power.json")
     parser.add_argument("--render", help="re-judge a sweep's JSON and rewrite it and its .md")
     args = parser.parse_args()
     if args.render:
@@ -76,7 +78,8 @@ def main() -> int:
     raw = workdir / "parity-power.json"
     command = shlex.join(["python", "benchmarks/false_alarm.py", *sys.argv[1:]])
     options = pp.Options(sizes=(), repeats=args.repeats, only=args.only, columns=chosen,
-                         workers=args.workers, command=command, extra_columns=extra)  # fmt: skip
+                         workers=args.workers, command=command, extra_columns=extra,
+                         resume=args.resume)  # fmt: skip
     try:
         results = pp.run_benchmark(args.config, raw, workdir, options)
     finally:

@@ -15,7 +15,6 @@ every time.
 from __future__ import annotations
 
 import ast
-import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
