@@ -53,6 +53,9 @@ def main() -> int:
     parser.add_argument("--config", default=str(HERE / "suites" / "false-alarm.yaml"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=[], help="workload or workload:batch_size")
+    parser.add_argument("--columns", nargs="*", default=[],
+                        help="some of the device's columns (default all; baseline and "
+                        "reference always run)")
     parser.add_argument("--workers", type=int, default=1, help="cells run at the same time")
     parser.add_argument("--out", help="results JSON (default benchmarks/results/"
                         "false-alarm-<device>-<date>.json)")  # fmt: skip
@@ -74,6 +77,11 @@ def main() -> int:
     suffix = "-run2" if args.agree_with else ""
     out = Path(args.out or HERE / "results" / f"false-alarm-{args.device}-{today}{suffix}.json")
     chosen, extra = fa.columns_for(args.device)
+    if args.columns:
+        unknown = sorted(set(args.columns) - set(chosen))
+        if unknown:
+            parser.error(f"--columns: unknown {unknown}; known: {' '.join(chosen)}")
+        chosen = [c for c in chosen if c in (pp.BASELINE, pp.REFERENCE, *args.columns)]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="trainbench-false-alarm-"))
     raw = workdir / "parity-power.json"
     command = shlex.join(["python", "benchmarks/false_alarm.py", *sys.argv[1:]])
@@ -94,7 +102,8 @@ def main() -> int:
         "machine": f"{machine.get('cpu_model')}, {machine.get('logical_cores')} logical cores"
                    + (f", {gpu}" if gpu else ""),
         "wall_seconds": invocation["wall_seconds"], "config": str(Path(args.config).name),
-        "columns": {n: c for n, c in results["columns"].items() if n in chosen},
+        "columns": {n: c for n, c in results["columns"].items()
+                    if any(r["column"] == n for r in results["runs"])},
         "note": f"Cells ran {args.workers} at a time: the speed verdicts compare throughputs "
                 "measured under that load (on both sides of each ratio), not a quiet machine.",
     }  # fmt: skip
