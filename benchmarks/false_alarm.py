@@ -50,19 +50,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--config", default=str(HERE / "suites" / "false-alarm.yaml"))
+    parser.add_argument(
+        "--config",
+        help="the suite (default benchmarks/suites/"
+        "false-alarm.yaml, false-alarm-cuda.yaml on cuda)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=[], help="workload or workload:batch_size")
-    parser.add_argument("--columns", nargs="*", default=[],
-                        help="some of the device's columns (default all; baseline and "
-                        "reference always run)")
+    parser.add_argument(
+        "--columns",
+        nargs="*",
+        default=[],
+        help="some of the device's columns (default all; baseline and reference always run)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="cells run at the same time")
     parser.add_argument("--out", help="results JSON (default benchmarks/results/"
                         "false-alarm-<device>-<date>.json)")  # fmt: skip
     parser.add_argument("--agree-with", help="an earlier sweep's JSON: this run is its second")
     parser.add_argument("--workdir", help="where the cells' records go (default: temporary)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the runs already in --workdir's parity-power.json")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the runs already in --workdir's parity-power.json",
+    )
     parser.add_argument("--render", help="re-judge a sweep's JSON and rewrite it and its .md")
     args = parser.parse_args()
     if args.render:
@@ -73,6 +83,8 @@ def main() -> int:
         write(Path(args.render), results, facts, document.get("agreement"))
         print(Path(args.render).with_suffix(".md").read_text())
         return 0
+    suite = "false-alarm-cuda.yaml" if args.device == "cuda" else "false-alarm.yaml"
+    args.config = args.config or str(HERE / "suites" / suite)
     today = dt.date.today().isoformat()
     suffix = "-run2" if args.agree_with else ""
     out = Path(args.out or HERE / "results" / f"false-alarm-{args.device}-{today}{suffix}.json")

@@ -130,8 +130,10 @@ def test_no_cell_code_copies_without_the_shared_helper():
         if path.parts[-3:] == ("trainbench", "run", "data.py") or "bench" in path.parts[-2:-1]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            blocking = isinstance(node, ast.keyword) and isinstance(node.value, ast.Constant) and (
-                node.value.value is False
+            blocking = (
+                isinstance(node, ast.keyword)
+                and isinstance(node.value, ast.Constant)
+                and (node.value.value is False)
             )
             if isinstance(node, ast.keyword) and node.arg == "non_blocking" and not blocking:
                 found.append(f"{path.relative_to(SCRIPTS)}:{node.value.lineno}")

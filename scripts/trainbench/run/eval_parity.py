@@ -23,8 +23,8 @@ the reference falls back to CPU float32 and says so (``reference`` in the record
 embeddings) is compared with the canary's normwise error ``max|out − ref| /
 max(max|ref|, 1e-30)`` (:func:`trainbench.run.canary.relative_error`); integer outputs
 (labels, ids) must be equal. The cell passes when the worst error is within the
-canary's tolerance for the cell's precision (float32 1e-4, TF32 5e-3, float16 1e-2,
-bfloat16 5e-2). The primary metric is computed from both
+tolerance for the cell's precision (:data:`EVAL_TOLERANCES`: the canary's float32 1e-4,
+float16 1e-2, bfloat16 5e-2; TF32 3e-2, measured for whole networks). The primary metric is computed from both
 sides' outputs with the workload's ``score`` and its difference recorded (a
 thresholded metric may move by one sample's worth from rounding alone, so it is
 reported, not judged). An ``evaluate`` that returns metrics only (an own model
@@ -59,8 +59,18 @@ METHOD = (
     "dtype float64, each batch copied to the CPU with a blocking copy, its floating tensors "
     "cast there), the same batches in the same order; "
     "per floating output max|out - ref| / max(max|ref|, 1e-30), integer outputs equal; "
-    "pass when the worst is within the canary's tolerance for the cell's precision; the primary metric's difference is reported, not judged"
+    "pass when the worst is within the tolerance for the cell's precision (float32 1e-4, TF32 "
+    "3e-2, float16 1e-2, bfloat16 5e-2); the primary metric's difference is reported, not judged"
 )
+
+
+# The evaluation's tolerances: the canary's per-op ones, except TF32. A whole network's
+# outputs through cuDNN's TF32 convolutions (PyTorch's default for float32 convolutions;
+# matmuls stay float32 under "highest") were 6.5e-3 to 1.4e-2 from float64 on an H100
+# (image_cnn and clip, batch 32 and 512: benchmarks/results/false-alarm-cuda-*.md),
+# beyond the one-op 5e-3, while fp16 autocast's stayed below 1.1e-3 and bf16's below
+# 7.6e-3 (benchmarks/conv_precision.py measures the convolutions alone).
+EVAL_TOLERANCES = {**TOLERANCES, "tf32": 3e-2}
 
 
 def tolerance_of(ctx: Any) -> tuple[str, float]:
@@ -72,7 +82,7 @@ def tolerance_of(ctx: Any) -> tuple[str, float]:
         key = str(precision.input_dtype).removeprefix("torch.")
     else:
         key = precision.fp32_matmul or "float32"
-    return key, TOLERANCES[key]
+    return key, EVAL_TOLERANCES[key]
 
 
 # ----------------------------------------------------------------------------- outputs
