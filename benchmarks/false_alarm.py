@@ -90,10 +90,11 @@ def main() -> int:
     out = Path(args.out or HERE / "results" / f"false-alarm-{args.device}-{today}{suffix}.json")
     chosen, extra = fa.columns_for(args.device)
     if args.columns:
-        unknown = sorted(set(args.columns) - set(chosen))
+        known = [*chosen, *(c.name for c in extra if c.name not in chosen)]
+        unknown = sorted(set(args.columns) - set(known))
         if unknown:
-            parser.error(f"--columns: unknown {unknown}; known: {' '.join(chosen)}")
-        chosen = [c for c in chosen if c in (pp.BASELINE, pp.REFERENCE, *args.columns)]
+            parser.error(f"--columns: unknown {unknown}; known: {' '.join(known)}")
+        chosen = [c for c in known if c in (pp.BASELINE, pp.REFERENCE, *args.columns)]
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="trainbench-false-alarm-"))
     raw = workdir / "parity-power.json"
     command = shlex.join(["python", "benchmarks/false_alarm.py", *sys.argv[1:]])

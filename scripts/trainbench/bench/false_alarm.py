@@ -48,12 +48,20 @@ CUDA_COLUMNS = tuple(
 )  # fmt: skip
 
 
+# Run only when named (--columns): float32 with TF32 off in cuDNN and cuBLAS
+# (NVIDIA_TF32_OVERRIDE=0 in the cell's environment), to tell TF32's error from others.
+CUDA_ABLATION = (
+    Column("cuda-fp32-notf32-staged", "benign", backend="cuda", staged=True,
+           env={"NVIDIA_TF32_OVERRIDE": "0"}),
+)  # fmt: skip
+
+
 def columns_for(device: str) -> tuple[list[str], tuple[Column, ...]]:
     """(the parity-power columns to run, the extra columns) of the sweep on ``device``."""
     if device == "cpu":
         return [BASELINE, REFERENCE, *(c.name for c in CPU_COLUMNS)], ()
     if device == "cuda":
-        return [BASELINE, REFERENCE, *(c.name for c in CUDA_COLUMNS)], CUDA_COLUMNS
+        return [BASELINE, REFERENCE, *(c.name for c in CUDA_COLUMNS)], CUDA_COLUMNS + CUDA_ABLATION
     raise ValueError(f"device {device!r}: the sweep runs on cpu or cuda")
 
 

@@ -89,7 +89,8 @@ class Column:
             where = {True: "data staged on the device", False: "data from the host",
                      None: "default staging"}[self.staged]  # fmt: skip
             precision = "float32" if self.autocast == "off" else f"{self.autocast} autocast"
-            return f"{self.backend}, {precision}, {where}"
+            return ", ".join([self.backend, precision, where,
+                              *(f"{k}={v}" for k, v in self.env.items())])  # fmt: skip
         parts = [f"{self.threads} thread{'s' if self.threads > 1 else ''}"]
         parts += [f"{k}={v}" for k, v in self.env.items()]
         if self.autocast != "off":
