@@ -39,11 +39,41 @@ from trainbench.common.atomic_files import atomic_write_text  # noqa: E402
 def write(out: Path, results: dict, facts: dict, agreed: dict | None) -> dict:
     summary = fa.summarize(results)
     document = {"benchmark": "false_alarm", **facts, **{k: summary[k] for k in
-                ("rows", "false_alarms", "worst_ratio", "batch_sizes")},
+                ("rows", "false_alarms", "worst_ratio", "batch_sizes", "incomplete")},
                 "agreement": agreed, "per_row": summary["per_row"], "parity_power": results}  # fmt: skip
     atomic_write_text(out, json.dumps(document, indent=1, default=str) + "\n")
     atomic_write_text(out.with_suffix(".md"), fa.markdown(summary, facts, agreed))
     return document
+
+
+def from_raw(args: argparse.Namespace) -> int:
+    """The sweep's document from a parity-power JSON filled by several invocations."""
+    results = analyse(json.loads(Path(args.from_raw).read_text()))
+    calls = results["invocations"]
+    machine = results["machine"]
+    gpu = machine.get("gpu")
+    facts = {
+        "device": args.device, "made_at": max(c["finished"] or c["started"] for c in calls),
+        "command": " ; ".join(c["command"] for c in calls),
+        "commit": ", ".join(dict.fromkeys(c["commit"] or "unknown" for c in calls)),
+        "machine": f"{machine.get('cpu_model')}, {machine.get('logical_cores')} logical cores"
+                   + (f", {gpu}" if gpu else ""),
+        "wall_seconds": sum(c["wall_seconds"] or 0 for c in calls),
+        "config": Path(results["config"]["path"]).name,
+        "columns": {n: c for n, c in results["columns"].items()
+                    if any(r["column"] == n for r in results["runs"])},
+        "note": " ".join(filter(None, [args.code_note, "Cells ran several at a time: the speed "
+                "verdicts compare throughputs measured under that load (on both sides of each "
+                "ratio), not a quiet machine."])),
+    }  # fmt: skip
+    agreed = None
+    if args.agree_with:
+        first = json.loads(Path(args.agree_with).read_text())
+        agreed = {"first": Path(args.agree_with).name,
+                  **fa.agreement(first["per_row"], fa.rows(results))}  # fmt: skip
+    document = write(Path(args.out), results, facts, agreed)
+    print(f"{document['rows']} rows, {document['false_alarms']} false alarms; {args.out}")
+    return 0
 
 
 def main() -> int:
@@ -74,6 +104,16 @@ def main() -> int:
         help="continue the runs already in --workdir's parity-power.json",
     )
     parser.add_argument("--render", help="re-judge a sweep's JSON and rewrite it and its .md")
+    parser.add_argument(
+        "--from-raw",
+        help="write the sweep's JSON and .md (--out) from the "
+        "parity-power JSON its --workdir holds (a sweep run in several calls)",
+    )
+    parser.add_argument(
+        "--code-note",
+        default="",
+        help="with --from-raw: which commits' code ran, where git could not say",
+    )
     args = parser.parse_args()
     if args.render:
         document = json.loads(Path(args.render).read_text())
@@ -85,6 +125,8 @@ def main() -> int:
         return 0
     suite = "false-alarm-cuda.yaml" if args.device == "cuda" else "false-alarm.yaml"
     args.config = args.config or str(HERE / "suites" / suite)
+    if args.from_raw:
+        return from_raw(args)
     today = dt.date.today().isoformat()
     suffix = "-run2" if args.agree_with else ""
     out = Path(args.out or HERE / "results" / f"false-alarm-{args.device}-{today}{suffix}.json")

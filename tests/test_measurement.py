@@ -263,3 +263,26 @@ def test_host_activity_counts_this_process_and_its_children_as_its_own():
         pass
     child.wait()
     assert own_cpu_seconds(process) - before >= 1.5  # 0.8 s here + 0.8 s in the child
+
+
+def test_a_schedule_that_changes_the_work_holds_the_window_to_its_last_phase():
+    from trainbench.run.measurement import window_phase
+
+    assert window_phase(None, 10) is None
+    assert window_phase(["in-batch", "in-batch"], 10) is None  # the same work throughout
+    phase = window_phase(["in-batch", "mined", "mined"], 10)
+    assert (phase["phase"], phase["first_epoch"], phase["last_epoch"]) == ("mined", 2, 3)
+    assert phase["first_step"] == 10
+    assert window_phase(["mined", "in-batch", "mined"], 10)["first_step"] == 20
+
+
+def test_a_device_that_settles_early_still_times_only_the_last_phase():
+    """Epoch 1 fast, epochs 2-3 four times slower by design (as two_tower's mining): a
+    device flat from step 5 and one flat from step 40 both time the last phase alone."""
+    from trainbench.run.measurement import TimingProtocol, measurement_window
+
+    protocol = TimingProtocol()
+    epochs = [[0.001] * 40, [0.004] * 40, [0.004] * 40]
+    window = measurement_window(epochs, [8] * 120, 40, protocol)
+    assert window["start_step"] >= 40
+    assert window["timed"]["samples_per_s"] == pytest.approx(8 / 0.004, rel=1e-6)

@@ -35,7 +35,8 @@ BREAKDOWN_COLUMNS = [
 EVAL_PARITY_COLUMNS = [
     "eval_parity_status", "eval_parity_error", "eval_parity_tolerance",
     "eval_parity_error_ratio", "eval_parity_metric_difference", "eval_parity_reference",
-    "eval_parity_seconds", "eval_parity_message",
+    "eval_parity_seconds", "eval_parity_message", "eval_parity_tf32_status",
+    "eval_parity_tf32_error",
 ]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
@@ -251,6 +252,9 @@ def _eval_parity_facts(parity: Mapping | None) -> dict:
     facts = {column: p.get(key) for column, key in keys.items()}
     problems = [*(p.get("mismatched") or []), *([p["error"]] if p.get("error") else [])]
     facts["eval_parity_message"] = "; ".join(problems)[:500] or None
+    tf32 = p.get("tf32") or {}  # the re-check with TF32 off (trainbench.run.eval_parity)
+    facts["eval_parity_tf32_status"] = tf32.get("status")
+    facts["eval_parity_tf32_error"] = tf32.get("worst")
     return facts
 
 

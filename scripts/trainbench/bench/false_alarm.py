@@ -128,8 +128,13 @@ def rows(results: Mapping) -> list[dict]:
 
 def summarize(results: Mapping) -> dict:
     """The sweep's summary: rows, false alarms, the largest worst_ratio, the smallest
-    and largest batch size, and the rows themselves."""
-    found = rows(results)
+    and largest batch size, and the rows themselves; a row with fewer runs than the
+    sweep's repeats (an interrupted run) is listed under ``incomplete``, not judged."""
+    repeats = int(results.get("repeats") or 3)
+    every = rows(results)
+    found = [r for r in every if r["runs"] >= repeats]
+    incomplete = [f"{r['workload']}/{r['batch_size']}/{r['column']} ({r['runs']} of {repeats} runs)"
+                  for r in every if r["runs"] < repeats]  # fmt: skip
     sizes = [r["batch_size"] for r in found]
     worst = _largest(*(r["worst_ratio"] for r in found))
     return {
@@ -137,6 +142,7 @@ def summarize(results: Mapping) -> dict:
         "false_alarms": sum(r["false_alarm"] for r in found),
         "worst_ratio": worst,
         "batch_sizes": [min(sizes), max(sizes)] if sizes else [],
+        "incomplete": incomplete,
         "per_row": found,
     }
 
@@ -213,6 +219,13 @@ def markdown(summary: Mapping, facts: Mapping, agreed: Mapping | None = None) ->
         )
     lines += ["", "Columns: " + "; ".join(
         f"`{name}`: {c['describe']}" for name, c in facts["columns"].items()) + "."]  # fmt: skip
+    if summary.get("incomplete"):
+        lines += [
+            "",
+            "Not judged (interrupted before every repeat ran): "
+            + ", ".join(summary["incomplete"])
+            + ".",
+        ]
     if facts.get("note"):
         lines += ["", facts["note"]]
     return "\n".join(lines) + "\n"

@@ -39,7 +39,8 @@ RUN_FIELDS = ("status", "final_metric", "final_loss", "primary_metric", "numeric
               "numerics_failed_ops", "error_class", "error_message", "autocast_dtype",
               "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "torch_threads",
               "eval_parity_status", "eval_parity_error_ratio", "eval_parity_metric_difference",
-              "eval_parity_seconds", "samples_per_s", "window_phase")  # fmt: skip
+              "eval_parity_seconds", "samples_per_s", "window_phase", "eval_parity_error",
+              "eval_parity_tf32_status", "eval_parity_tf32_error")  # fmt: skip
 KEPT = ("parity", "rule", "pairs", "precision", "compared_steps", "drift_multiplier", "drift_low",
         "drift_median", "drift_high", "device_error", "baseline_error", "drift_within",
         "metric_diff", "metric_low", "metric_high", "metric_margin", "metric_within",

@@ -23,8 +23,19 @@ the reference falls back to CPU float32 and says so (``reference`` in the record
 embeddings) is compared with the canary's normwise error ``max|out − ref| /
 max(max|ref|, 1e-30)`` (:func:`trainbench.run.canary.relative_error`); integer outputs
 (labels, ids) must be equal. The cell passes when the worst error is within the
-tolerance for the cell's precision (:data:`EVAL_TOLERANCES`: the canary's float32 1e-4,
-float16 1e-2, bfloat16 5e-2; TF32 3e-2, measured for whole networks). The primary metric is computed from both
+canary's tolerance for the cell's precision (float32 1e-4, TF32 5e-3, float16 1e-2,
+bfloat16 5e-2).
+
+**TF32.** A CUDA float32 cell runs cuDNN's convolutions and RNNs in TF32 under
+PyTorch's defaults (``torch.backends.cudnn.allow_tf32``). Measured on an H100
+(benchmarks/results/false-alarm-cuda-*.md), whole networks through those kernels came
+1e-2 to 7e-2 from float64 (image_cnn, clip, two_tower; text, without cuDNN ops, 6e-5),
+varying between runs with the algorithms ``cudnn.benchmark`` picks, and image_cnn's
+came 5e-5 with TF32 off. So where a TF32 cell's outputs exceed the TF32 tolerance, the
+device evaluates the same weights once more with TF32 off in cuDNN and cuBLAS
+(:func:`tf32_recheck`, after everything timed): within float32's tolerance, the
+difference is TF32's and the cell passes with that finding recorded (``tf32``);
+otherwise it fails. The primary metric is computed from both
 sides' outputs with the workload's ``score`` and its difference recorded (a
 thresholded metric may move by one sample's worth from rounding alone, so it is
 reported, not judged). An ``evaluate`` that returns metrics only (an own model
@@ -33,6 +44,7 @@ without ``score``) is judged on its metrics with the same normwise rule.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -59,18 +71,11 @@ METHOD = (
     "dtype float64, each batch copied to the CPU with a blocking copy, its floating tensors "
     "cast there), the same batches in the same order; "
     "per floating output max|out - ref| / max(max|ref|, 1e-30), integer outputs equal; "
-    "pass when the worst is within the tolerance for the cell's precision (float32 1e-4, TF32 "
-    "3e-2, float16 1e-2, bfloat16 5e-2); the primary metric's difference is reported, not judged"
+    "pass when the worst is within the canary's tolerance for the cell's precision (float32 "
+    "1e-4, TF32 5e-3, float16 1e-2, bfloat16 5e-2); a TF32 cell beyond it is evaluated again "
+    "with TF32 off and passes when that is within float32's; the primary metric's difference "
+    "is reported, not judged"
 )
-
-
-# The evaluation's tolerances: the canary's per-op ones, except TF32. A whole network's
-# outputs through cuDNN's TF32 convolutions (PyTorch's default for float32 convolutions;
-# matmuls stay float32 under "highest") were 6.5e-3 to 1.4e-2 from float64 on an H100
-# (image_cnn and clip, batch 32 and 512: benchmarks/results/false-alarm-cuda-*.md),
-# beyond the one-op 5e-3, while fp16 autocast's stayed below 1.1e-3 and bf16's below
-# 7.6e-3 (benchmarks/conv_precision.py measures the convolutions alone).
-EVAL_TOLERANCES = {**TOLERANCES, "tf32": 3e-2}
 
 
 def tolerance_of(ctx: Any) -> tuple[str, float]:
@@ -82,7 +87,7 @@ def tolerance_of(ctx: Any) -> tuple[str, float]:
         key = str(precision.input_dtype).removeprefix("torch.")
     else:
         key = precision.fp32_matmul or "float32"
-    return key, EVAL_TOLERANCES[key]
+    return key, TOLERANCES[key]
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -299,8 +304,13 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
     want = _finite(_metrics(loop, reference_side).get(metric))
     worst = compared["worst"]
     ok = math.isfinite(worst) and worst <= tolerance and not compared["mismatched"]
+    recheck = None
+    if not ok and precision == "tf32" and not compared["mismatched"] and math.isfinite(worst):
+        recheck = tf32_recheck(loop, final, reference_side.get(key), key)
+        ok = recheck["status"] == "pass"
     return {
         "status": "pass" if ok else "fail",
+        "tf32": recheck,
         "compared": key,
         **compared,
         "worst": worst if math.isfinite(worst) else None,
@@ -318,6 +328,59 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
         "device_evaluation_data": evaluation_data(loop),
         "seconds": time.perf_counter() - started,
         "method": METHOD,
+    }
+
+
+TF32_OFF = (
+    "torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 False, "
+    "float32 matmul precision highest"
+)
+
+
+@contextlib.contextmanager
+def tf32_off() -> Iterator[None]:
+    """cuDNN and cuBLAS in full float32 inside the block; the settings restored after."""
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = (cudnn.allow_tf32, matmul.allow_tf32, torch.get_float32_matmul_precision())
+    cudnn.allow_tf32, matmul.allow_tf32 = False, False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32, matmul.allow_tf32 = saved[0], saved[1]
+        torch.set_float32_matmul_precision(saved[2])
+
+
+def tf32_recheck(loop: TrainingLoop, final: FinalEvaluation, reference: Any, key: str) -> dict:
+    """The final weights evaluated on the device again with TF32 off (:func:`tf32_off`),
+    compared with the same float64 reference at float32's tolerance: ``pass`` says the
+    TF32 cell's difference from float64 is TF32's own rounding (a finding about the
+    kernels, not a fault), ``fail`` that it is not. The device model is given the final
+    evaluation's weights first (steps after it, the extension and the diagnostic pass,
+    moved them); the test fault ``eval_output_error`` applies here too."""
+    model = loop.parts.model
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.copy_(final.weights[id(tensor)])
+    model.eval()
+    with tf32_off(), torch.no_grad():
+        evaluation = faulted(loop.parts.evaluate(model, loop.parts.eval_loader, loop.ctx), loop.ctx)
+    loop.dev.synchronize()
+    compared = compare_outputs(evaluation.get(key), reference)
+    tolerance = TOLERANCES["float32"]
+    worst = compared["worst"]
+    ok = math.isfinite(worst) and worst <= tolerance and not compared["mismatched"]
+    return {
+        "status": "pass" if ok else "fail",
+        "worst": worst if math.isfinite(worst) else None,
+        "tolerance": tolerance,
+        "settings": TF32_OFF,
+        "finding": (
+            f"the difference from float64 is TF32's: {worst:.2g} with TF32 off "
+            "(cuDNN's convolutions and RNNs run in TF32 under PyTorch's defaults)"
+            if ok
+            else f"not TF32's: {worst:.2g} from float64 with TF32 off as well"
+        ),
     }
 
 

@@ -287,8 +287,14 @@ def eval_comparison(rows: list[dict]) -> dict:
         status = EVAL_NOT_RUN
     else:
         status = PASS
+    tf32 = [r for r in rows if _status(r.get("eval_parity_tf32_status")) == PASS]
     return {
         "eval_parity": status,
+        "eval_tf32_repeats": len(tf32),
+        "eval_tf32_error": max((float(r["eval_parity_error"]) for r in tf32), default=np.nan),
+        "eval_tf32_off_error": max(
+            (float(r["eval_parity_tf32_error"]) for r in tf32), default=np.nan
+        ),  # fmt: skip
         "eval_repeats": sum(x in (PASS, FAIL) for x in statuses),
         "eval_error_ratio": max(ratios) if ratios else np.nan,
         "eval_metric_diff": max(diffs, key=abs) if diffs else np.nan,
@@ -302,8 +308,14 @@ def _eval_text(found: dict, n: int) -> str:
         diff = found["eval_metric_diff"]
         metric = f", metric difference {compact(diff)}" if pd.notna(diff) else ""
         verb = "matches" if status == PASS else "differs from"
-        return (f"evaluation {verb} CPU float64 in {found['eval_repeats']} of "
+        text = (f"evaluation {verb} CPU float64 in {found['eval_repeats']} of "
                 f"{fr.plural(n, 'repeat')} ({worst}{metric})")  # fmt: skip
+        if found.get("eval_tf32_repeats"):
+            text += (f"; in {found['eval_tf32_repeats']} its outputs were up to "
+                     f"{compact(found['eval_tf32_error'])} from float64 through TF32 kernels "
+                     f"(cuDNN under PyTorch's defaults) and {compact(found['eval_tf32_off_error'])} "
+                     "with TF32 off: TF32's rounding, not a fault")  # fmt: skip
+        return text
     if status == "error":
         return "evaluation parity could not be computed in a repeat (its record says why)"
     return "no evaluation parity in every repeat (records made without it, or a baseline)"
