@@ -186,3 +186,21 @@ def test_on_cuda_the_reference_over_staged_batches_behind_a_busy_stream_is_exact
         torch.cuda._sleep(20_000_000)
         moved = to_device({k: v.to(torch.float64) for k, v in batch.items()}, "cpu")
         assert torch.equal(moved["x"], dataset.tensors["x"][:512].double())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_prefetched_batches_arrive_before_the_step_reads_them():
+    """The prefetch stream's handoff: each batch copied on the side stream, the compute
+    stream kept busy while it is, must equal the host's batch when the step reads it."""
+    from torch.utils.data import DataLoader
+    from trainbench.run.data import BatchTensorDataset, make_loader, staged_batches
+
+    torch.manual_seed(3)
+    dataset = BatchTensorDataset(x=torch.randn(4096, 64), y=torch.randint(0, 9, (4096,)))
+    loader = make_loader(dataset, 512, False, None, {"pin_memory": True})
+    assert isinstance(loader, DataLoader)
+    for i, batch in enumerate(staged_batches(loader, torch.device("cuda"), True, True)):
+        torch.cuda._sleep(20_000_000)  # the step's kernels, ahead of the next copy
+        want = dataset[list(range(i * 512, (i + 1) * 512))]
+        assert torch.equal(batch["x"].cpu(), want["x"]) and torch.equal(batch["y"].cpu(), want["y"])

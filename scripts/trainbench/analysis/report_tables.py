@@ -155,7 +155,14 @@ def speed_columns(unit: str) -> list[Column]:
         ("interval", lambda r: _iv(r.get("low"), r.get("high"), r.get("interval")), "i"),
         ("speedup", "speedup", "x"), ("speedup interval", _ratio_iv, "i"),
         ("verdict", "verdict"), ("quality", _speed_flags), ("reason", "reason"),
+        ("windows cover", _windows),
     )  # fmt: skip
+
+
+def _windows(r: Row) -> str:
+    """The schedule phase both sides' windows cover (empty: every step the same work)."""
+    value = r.get("window_phase")
+    return value if isinstance(value, str) else ""
 
 
 # Each side's label from the diagnostic pass (step_breakdown), beside a speedup.

@@ -13,10 +13,10 @@ in eval mode under ``no_grad`` and the cell's autocast; its outputs are kept and
 weights copied to the CPU right after that pass's timed region. The reference side,
 after every timed region and the diagnostic pass (its own wall-time phase,
 ``eval_parity``), is the same ``evaluate`` of a copy of the model holding those
-weights on the CPU in float64 (torch's default dtype float64, autocast off), over the same evaluation loader in the same order,
-each batch copied to the CPU with a blocking copy first (data staged on the device
-included) and its floating tensors cast to float64 there; nothing is allocated on the
-device. Where an op has no float64 kernel
+weights on the CPU in float64 (torch's default dtype float64, autocast off), over the
+same evaluation loader in the same order, each batch copied to the CPU with a blocking
+copy first (data staged on the device included) and its floating tensors cast to
+float64 there; nothing is allocated on the device. Where an op has no float64 kernel
 the reference falls back to CPU float32 and says so (``reference`` in the record).
 
 **Rule.** Every floating output (``evaluate``'s ``outputs``: per-sample logits or
