@@ -14,6 +14,7 @@ on the CPU (the canary's measure), median and max over 5 draws.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -50,6 +51,10 @@ def run_case(shape, weight_shape, options, batch: int, mode: str, seed: int) -> 
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawTextHelpFormatter)  # fmt: skip
+    parser.add_argument("out", help="the results JSON")
+    args = parser.parse_args()
     if not torch.cuda.is_available():
         print("conv_precision: needs a CUDA device")
         return 2
@@ -68,7 +73,7 @@ def main() -> int:
     out = {"benchmark": "conv_precision", "gpu": torch.cuda.get_device_name(),
            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
            "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}  # fmt: skip
-    Path(sys.argv[1]).write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
