@@ -67,4 +67,7 @@ def test_a_speedup_row_says_which_phase_its_windows_cover():
                      ("mps", None))])  # fmt: skip
     assert windows_cover(runs, ("t", 64, "cuda"), "cpu") == "epochs 2-3: mined"
     assert windows_cover(runs, ("t", 64, "mps"), "cpu").startswith("differs: mps whole run, cpu")
+    assert windows_cover(runs, ("t", 64, "cuda"), "mps") == (
+        "differs: cuda epochs 2-3: mined, mps whole run"
+    )
     assert windows_cover(runs.drop(columns="window_phase"), ("t", 64, "cuda"), "cpu") == ""

@@ -307,9 +307,10 @@ def windows_cover(runs: pd.DataFrame, cell: tuple, base: str) -> str:
     own, other = phases(device), phases(base)
     if not own and not other:
         return ""
-    if device == base or own == other or not other:
+    if device == base or own == other:
         return "; ".join(own)
-    return f"differs: {device} {'; '.join(own) or 'whole run'}, {base} {'; '.join(other)}"
+    return (f"differs: {device} {'; '.join(own) or 'whole run'}, "
+            f"{base} {'; '.join(other) or 'whole run'}")  # fmt: skip
 
 
 def _speed_row(cell, base, side: Side, ref: Side | None, summary, ratio, eval_: bool) -> dict:
