@@ -144,7 +144,8 @@ def copy_to(tensor: torch.Tensor, device: torch.device | str, non_blocking: bool
     between the host and the device"). A copy to an accelerator may be non-blocking:
     the device's stream runs it before any kernel queued after it reads the data, and
     the pinned-memory cache keeps the host buffer until the copy has run."""
-    device = torch.device(device)
+    if not isinstance(device, torch.device):  # a loop's device already is one (per step)
+        device = torch.device(device)
     return tensor.to(device, non_blocking=non_blocking and device.type != "cpu")
 
 
