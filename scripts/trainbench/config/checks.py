@@ -13,10 +13,12 @@ from trainbench.config.entry_check import entry_problems
 from trainbench.config.matrix import (
     FAULTS_ENV,
     MIN_COMPILE_WARMUP_STEPS,
+    all_batch_sizes,
     device_variants,
     iter_device_ids,
 )
 from trainbench.config.registry import WORKLOADS
+from trainbench.config.targets import target_problems
 
 
 def semantic_problems(config: dict) -> list[str]:
@@ -66,6 +68,7 @@ def semantic_problems(config: dict) -> list[str]:
                 f"{MIN_COMPILE_WARMUP_STEPS} or more."
             )
     problems += _entry_problems(config)
+    problems += target_problems(config)
     problems += _repeat_problems(config)
     faults = config.get("fault_injection") or []
     if faults and not (config["launcher"]["allow_fault_injection"] or _faults_allowed_by_env()):
@@ -84,7 +87,7 @@ def _full_batch_problems(name: str, wl: dict, data: dict) -> list[str]:
     """A training split of ``data.n_train`` samples smaller than a batch size: no full
     batch would run, and the record would claim a batch size that never ran."""
     n_train = data.get("n_train")
-    sizes = [bs for bs in wl.get("batch_sizes") or [] if isinstance(bs, int)]
+    sizes = [bs for bs in all_batch_sizes(wl) if isinstance(bs, int)]
     too_big = sorted(bs for bs in sizes if isinstance(n_train, int) and bs > n_train)
     if not too_big:
         return []
@@ -200,7 +203,7 @@ def _fault_problems(config: dict, faults: list[dict]) -> list[str]:
                 f"`fault_injection[{i}].device` {fault['device']!r} is not a device of "
                 f"{workload} (its devices: {', '.join(ids)}). Fix: name one of those."
             )
-        sizes = wl.get("batch_sizes")
+        sizes = all_batch_sizes(wl)
         if fault.get("batch_size") is not None and sizes and fault["batch_size"] not in sizes:
             problems.append(
                 f"`fault_injection[{i}].batch_size` {fault['batch_size']} is not a batch size "

@@ -91,10 +91,22 @@ def enabled_workloads(config: dict) -> list[str]:
 
 
 def batch_sizes_for(config: dict, workload: str, variant: DeviceVariant) -> list[int]:
-    wl = config["workloads"][workload]
-    if wl.get("batch_sizes"):
-        return list(wl["batch_sizes"])
+    """The variant's batch sizes: the workload's list, or its list for the variant's
+    backend ({cpu: [16], cuda: [32]}); else device_settings.<backend>.default_batch_size."""
+    sizes = config["workloads"][workload].get("batch_sizes")
+    if isinstance(sizes, dict):
+        sizes = sizes.get(variant.backend)
+    if sizes:
+        return list(sizes)
     return [config["device_settings"][variant.backend]["default_batch_size"]]
+
+
+def all_batch_sizes(settings: dict) -> list[int]:
+    """Every batch size a workload's settings list (either form of batch_sizes), sorted."""
+    sizes = settings.get("batch_sizes") or []
+    if isinstance(sizes, dict):
+        sizes = [bs for per_backend in sizes.values() for bs in per_backend or []]
+    return sorted(set(sizes))
 
 
 # Keys a workload may set for itself or inherit from the top level of the config.
@@ -237,7 +249,7 @@ def faults_for(config: dict, cell: Cell) -> list[dict]:
 
 # Keys that shape the matrix rather than one run: left out of a cell's spec, so
 # adding a batch size or a repeat does not invalidate the cells already run.
-MATRIX_KEYS = ("enabled", "devices", "batch_sizes", "repeats", "timeout_s", "compile")
+MATRIX_KEYS = ("enabled", "devices", "batch_sizes", "repeats", "timeout_s", "compile", "target")
 
 
 def launcher_settings(config: dict, workload: str) -> dict:
