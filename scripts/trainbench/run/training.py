@@ -34,6 +34,7 @@ from trainbench.run.measurement import (
 )
 from trainbench.run.parts import CompileFailedError, NonFiniteLossError, TrainingParts
 from trainbench.run.parts_contract import check_evaluation, check_full_batch
+from trainbench.run.quality import QualityCurve, eval_cadence
 from trainbench.run.trackers import (
     EVAL,
     TRAIN,
@@ -50,6 +51,8 @@ from trainbench.run.training_result import loop_result
 
 # At most this many extension regions (each re-measures the window first).
 MAX_EXTENSION_REGIONS = 5
+# An epoch that ends without an evaluation pass (timing.eval_every).
+_NO_EVALUATION = {"seconds": None, "samples": None, "cold": None, "metrics": None}
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -126,6 +129,9 @@ class TrainingLoop:
         self.trackers = [self.energy, self.host, self.memory, self.timer]
         # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
         self._keep = _detached_copy if self.compile_mode else _detached
+        # How often training stops for an evaluation pass (timing.eval_every).
+        self.eval_unit, self.eval_every = eval_cadence(ctx.spec)
+        self.quality = QualityCurve(self.eval_unit, self.eval_every)
         self.step_seconds: list[list[float]] = []  # one list per configured epoch
         self.step_losses: list[list[float]] = []  # the same steps' losses
         # Timed regions after the last epoch that lengthen a window below the minimum
@@ -225,8 +231,8 @@ class TrainingLoop:
         facts = parts.before_epoch(epoch) if parts.before_epoch else {}
         parts.model.train()
         epoch_start = time.perf_counter()
-        losses, stats, seconds = self.train_steps(epoch, self.steps_per_epoch)
-        train_seconds = time.perf_counter() - epoch_start
+        losses, stats, seconds = self.train_epoch_steps(epoch)
+        train_seconds = time.perf_counter() - epoch_start - self.quality.mid_epoch_seconds(epoch)
         self.step_seconds.append(seconds)
         self.step_losses.append(torch.stack(losses).double().tolist())
         mean_loss = math.fsum(self.step_losses[-1]) / self.steps_per_epoch
@@ -239,7 +245,7 @@ class TrainingLoop:
         train_metrics = parts.train_metrics(sums, samples) if parts.train_metrics else {}
         if parts.scheduler is not None:
             parts.scheduler.step()
-        evaluation = self._evaluate(epoch)
+        evaluation = self._evaluate(epoch) if self._evaluates_after(epoch) else _NO_EVALUATION
         row = {
             "epoch": epoch,
             "train_loss": mean_loss,
@@ -258,11 +264,46 @@ class TrainingLoop:
             row["extra"] = facts
         self.epoch_rows.append(row)
 
+    def _evaluates_after(self, epoch: int) -> bool:
+        """Whether ``epoch`` ends with an evaluation: every ``eval_every`` epochs, and
+        the last one always (parity and the task's metrics read it)."""
+        return epoch == self.epochs or (
+            self.eval_unit == "epochs" and epoch % self.eval_every == 0
+        )
+
+    def train_epoch_steps(self, epoch: int) -> tuple[list, dict, list[float]]:
+        """One epoch's steps: one timed region, or, with ``eval_every: {steps: N}``,
+        one region per stretch between evaluations (each pass outside the regions)."""
+        if self.eval_unit != "steps":
+            return self.train_steps(epoch, self.steps_per_epoch)
+        losses: list = []
+        stats: dict[str, list] = {}
+        seconds: list[float] = []
+        batches = self.batches()
+        done = 0
+        while done < self.steps_per_epoch:
+            to_next = self.eval_every - self.global_step % self.eval_every
+            stop = min(self.steps_per_epoch, done + to_next)
+            part = self.train_steps(epoch, stop - done, batches, start=done)
+            losses += part[0]
+            for name, values in part[1].items():
+                stats.setdefault(name, []).extend(values)
+            seconds += part[2]
+            done = stop
+            if self.global_step % self.eval_every == 0 and not (
+                done == self.steps_per_epoch and self._evaluates_after(epoch)
+            ):
+                t0 = time.perf_counter()
+                self._evaluate(epoch, epoch_end=False)
+                self.parts.model.train()
+                self.quality.mid_epoch[epoch] += time.perf_counter() - t0
+        return losses, stats, seconds
+
     def train_steps(
-        self, epoch: int, steps: int, batches: Iterator[dict] | None = None
+        self, epoch: int, steps: int, batches: Iterator[dict] | None = None, start: int = 0
     ) -> tuple[list, dict, list[float]]:
         """The first ``steps`` steps of one epoch (its data loader started afresh; or the
-        next ``steps`` of ``batches``) in one timed region. Per-step losses and stats stay
+        next ``steps`` of ``batches``, the epoch's steps ``start`` on) in one timed region. Per-step losses and stats stay
         on the device and are collected once per epoch: no reduction kernel inside the
         timed steps. Inside the region each step adds to the bare training step only what
         the measurement needs (benchmarks/README.md lists it with its cost): the data
@@ -294,7 +335,7 @@ class TrainingLoop:
         self.timer.prepare(steps - first)
         clock, waits, mark = time.perf_counter, self.data_wait, self.timer.mark_step
         with TimedRegion(self.dev, self.trackers, TRAIN):
-            for step_in_epoch in range(first, steps):
+            for step_in_epoch in range(start + first, start + steps):
                 wait_t0 = clock()
                 batch = next(batches)  # host fetch + (pinned, non-blocking) copy to the device
                 waits.append(clock() - wait_t0)
@@ -377,9 +418,11 @@ class TrainingLoop:
 
     # -- evaluation ------------------------------------------------------------------
 
-    def _evaluate(self, epoch: int | None) -> dict:
+    def _evaluate(self, epoch: int | None, epoch_end: bool = True) -> dict:
         """One evaluation pass, timed apart with synchronized edges; the first pass
-        of the run is the cold one. ``epoch`` None: a calibration pass (metrics unused)."""
+        of the run is the cold one. ``epoch`` None: a calibration pass (metrics unused).
+        Every pass during training is a point of the quality curve; ``epoch_end`` False:
+        a pass inside the epoch (``eval_every: {steps: N}``)."""
         parts = self.parts
         parts.model.eval()
         with (
@@ -392,7 +435,7 @@ class TrainingLoop:
             evaluation = parts.evaluate(parts.model, parts.eval_loader, self.ctx)
         check_evaluation(evaluation, parts, self.ctx, parts.score)
         evaluation = eval_parity.faulted(evaluation, self.ctx)  # a test fault, else as is
-        if epoch == self.epochs and eval_parity.wanted(self):
+        if epoch == self.epochs and epoch_end and eval_parity.wanted(self):
             self.final_evaluation = eval_parity.FinalEvaluation.take(parts.model, dict(evaluation))
         outputs = evaluation.pop("outputs", None)
         if epoch is not None and parts.score is not None:
@@ -404,6 +447,8 @@ class TrainingLoop:
             "cold": not self.eval_passes,
         }
         self.eval_passes.append(passed)
+        if epoch is not None:
+            self.quality.add(self, epoch, epoch_end, region.seconds, evaluation.get("metrics"))
         return {**passed, "metrics": evaluation.get("metrics")}
 
     def calibrate_evaluation(self) -> None:

@@ -62,6 +62,7 @@ def loop_result(loop: TrainingLoop) -> dict:
             "its copy to the device), steps of the measurement window",
         },
         "eval": eval_window(loop.eval_passes, loop.protocol),
+        "quality": loop.quality.summary(),
         "step_breakdown": loop.breakdown,
         "eval_parity": loop.eval_parity,
         "host": loop.host.summary(),

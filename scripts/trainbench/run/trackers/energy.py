@@ -33,6 +33,7 @@ tracker is made and again when its summary is taken, after the last evaluation.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -174,6 +175,14 @@ class EnergyTracker:
         if not any(n not in self.reasons for n in self.methods):
             return None
         return self.windows[kind].seconds
+
+    def train_joules(self) -> tuple[float | None, float]:
+        """Joules of the ``train`` regions so far over every domain still measured, and
+        those regions' seconds; None joules where no domain is measured."""
+        window = self.windows[TRAIN]
+        live = [n for n in window.joules if n not in self.reasons]
+        joules = math.fsum(window.joules[n] for n in live) if live else None
+        return joules, window.seconds
 
     # -- the record ------------------------------------------------------------------
 

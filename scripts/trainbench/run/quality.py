@@ -1,0 +1,91 @@
+"""The quality curve of a training run: every evaluation pass during training as a point
+(metrics against cumulative training time, samples, steps, energy and the wall clock),
+from which the analysis reads time to a target (docs/statistics.md §4).
+
+Nothing here runs inside a timed region: a point is taken after its evaluation pass,
+from what the loop and its trackers already hold. Its wall time is a mark on the wall
+clock of :mod:`trainbench.run.wall_time` (``quality_<index>``), which the launcher turns
+into seconds since the attempt started (the record's ``wall_time.marks``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from trainbench.run import wall_time
+
+if TYPE_CHECKING:
+    from trainbench.run.training import TrainingLoop
+
+MARK_PREFIX = "quality_"
+METHOD = (
+    "one point per evaluation pass during training (timing.eval_every), taken after the "
+    "pass: train_seconds = the timed training regions' seconds so far (synchronized at "
+    "their edges; step 0, which holds one-time compilation and initialisation, and every "
+    "evaluation pass are outside them); samples and steps = every training step so far, "
+    "step 0 included; train_joules = the energy tracker's training regions so far (its "
+    "measured domains), null where none is measured; the wall clock at the pass's end is "
+    "the record's wall_time.marks['quality_<index>'] (seconds since the attempt started)"
+)
+
+
+def eval_cadence(spec: dict) -> tuple[str, int]:
+    """("epochs" | "steps", N) from the cell spec's ``timing.eval_every`` (default: every
+    epoch)."""
+    every = (spec.get("timing") or {}).get("eval_every") or {"epochs": 1}
+    ((unit, n),) = every.items()
+    return str(unit), int(n)
+
+
+class QualityCurve:
+    """The points of one run, in the order the passes ran."""
+
+    def __init__(self, unit: str, every: int):
+        self.unit, self.every = unit, every
+        self.points: list[dict] = []
+        # Wall seconds of the passes inside each epoch (kept out of its train_seconds).
+        self.mid_epoch: dict[int, float] = defaultdict(float)
+
+    def mid_epoch_seconds(self, epoch: int) -> float:
+        return self.mid_epoch.get(epoch, 0.0)
+
+    def add(
+        self,
+        loop: TrainingLoop,
+        epoch: int,
+        epoch_end: bool,
+        eval_seconds: float,
+        metrics: dict[str, Any] | None,
+    ) -> None:
+        """The point of the evaluation pass that just ended."""
+        index = len(self.points)
+        wall_time.mark(f"{MARK_PREFIX}{index}")
+        joules, energy_seconds = loop.energy.train_joules()
+        self.points.append(
+            {
+                "index": index,
+                "epoch": epoch,
+                "epoch_end": epoch_end,
+                "steps": loop.global_step,
+                "samples": int(sum(loop.step_samples)),
+                "train_seconds": math.fsum(loop.timer.region_seconds),
+                "train_joules": joules,
+                "energy_window_seconds": energy_seconds,
+                "eval_seconds": eval_seconds,
+                "metrics": copy.deepcopy(metrics) if metrics is not None else None,
+            }
+        )
+
+    def summary(self) -> dict:
+        """The record's ``quality``."""
+        return {
+            "eval_every": {self.unit: self.every},
+            "granularity": f"an evaluation every {self.every} "
+            f"{self.unit if self.every != 1 else self.unit.removesuffix('s')}"
+            " and after the last epoch",
+            "points": self.points,
+            "method": METHOD,
+        }

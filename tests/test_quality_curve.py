@@ -1,0 +1,71 @@
+"""The quality curve (trainbench.run.quality): an evaluation pass at the configured
+cadence, each a point of metrics against the timed training seconds, samples and steps,
+taken outside every timed region."""
+
+from __future__ import annotations
+
+import pytest
+from test_tracking import FakeDevice, _context, _parts, _spec
+from trainbench.run.training import run_training
+
+
+def _run_with(eval_every: dict | None, steps: int = 8, epochs: int = 3, accumulation: int = 1):
+    device = FakeDevice()
+    spec = _spec(steps, epochs=epochs, accumulation=accumulation)
+    if eval_every is not None:
+        spec["timing"]["eval_every"] = eval_every
+    spec["timing"]["max_eval_passes"] = 50
+    return run_training(_parts(steps), _context(spec, device)), device
+
+
+def test_every_epoch_by_default_one_point_per_epoch():
+    result, _ = _run_with(None)
+    quality = result["quality"]
+    assert quality["eval_every"] == {"epochs": 1}
+    points = quality["points"]
+    assert [p["epoch"] for p in points] == [1, 2, 3]
+    assert [p["steps"] for p in points] == [8, 16, 24]
+    assert [p["samples"] for p in points] == [32, 64, 96]
+    assert all(p["epoch_end"] for p in points)
+    assert all(p["metrics"] == {"mse": 0.5} for p in points)
+    # The timed regions' seconds so far: non-decreasing, the last equal to all of them
+    # (step 0 is outside every region).
+    seconds = [p["train_seconds"] for p in points]
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    flat = [s for epoch in result["steps"]["seconds"] for s in epoch]
+    assert seconds[-1] == pytest.approx(sum(flat[1:]), rel=0.5)
+    assert all(p["train_joules"] is None for p in points)  # no energy counter on FakeDevice
+
+
+def test_every_second_epoch_and_the_last_always():
+    result, _ = _run_with({"epochs": 2}, epochs=3)
+    assert [p["epoch"] for p in result["quality"]["points"]] == [2, 3]
+    first = result["epochs"][0]
+    assert first["eval_metrics"] is None and first["eval_seconds"] is None
+    assert result["epochs"][1]["eval_metrics"] == {"mse": 0.5}
+    assert result["task"]["final"] == 0.5
+
+
+def test_every_n_steps_splits_the_epoch_into_regions():
+    result, device = _run_with({"steps": 3}, steps=8, epochs=2)
+    points = result["quality"]["points"]
+    # Every 3rd step (3, 6, 9, 12, 15) and the end of the last epoch (16).
+    assert [p["steps"] for p in points] == [3, 6, 9, 12, 15, 16]
+    assert [p["epoch"] for p in points] == [1, 1, 2, 2, 2, 2]
+    assert [p["epoch_end"] for p in points] == [False, False, False, False, False, True]
+    # Every step ran once, in order; each epoch keeps all its step times.
+    assert [len(e) for e in result["steps"]["seconds"]] == [8, 8]
+    assert result["timed"]["steps"] == 16 - 2
+    assert "every 3 steps" in result["quality"]["granularity"]
+
+
+def test_step_cadence_keeps_gradient_accumulation_boundaries():
+    # 8 micro-steps, accumulation 4, evaluation every 3: the optimizer still steps at
+    # micro-steps 4 and 8 of every epoch.
+    optimizer_steps: list = []
+    device = FakeDevice()
+    spec = _spec(8, epochs=1, accumulation=4)
+    spec["timing"]["eval_every"] = {"steps": 3}
+    parts = _parts(8, optimizer_steps=optimizer_steps)
+    run_training(parts, _context(spec, device))
+    assert len(optimizer_steps) == 2
