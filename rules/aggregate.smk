@@ -12,12 +12,14 @@ rule aggregate:
             "common/records.py",
             "analysis/setups.py",
             "analysis/loss_tables.py",
+            "analysis/quality_rows.py",
         ),
     output:
         runs=f"{RESULTS}/tables/runs.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
         epochs=f"{RESULTS}/tables/epochs.csv",
         per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
+        quality=f"{RESULTS}/tables/quality.csv",
         environments=f"{RESULTS}/tables/environments.csv",
         skipped=f"{RESULTS}/tables/skipped.csv",
         setups=f"{RESULTS}/tables/setups.csv",
@@ -42,6 +44,7 @@ rule statistics:
         runs=f"{RESULTS}/tables/runs.csv",
         epochs=f"{RESULTS}/tables/epochs.csv",
         per_label_runs=f"{RESULTS}/tables/per_label_runs.csv",
+        quality=f"{RESULTS}/tables/quality.csv",
         matmul=f"{RESULTS}/tables/matmul.csv",
         setups=f"{RESULTS}/tables/setups.csv",
         step_losses=f"{RESULTS}/tables/step_losses.csv",
@@ -51,6 +54,7 @@ rule statistics:
             "analysis/tables.py",
             "analysis/published.py",
             "run/precision.py",
+            "config/targets.py",
         ),
     output:
         tables=expand(
@@ -70,5 +74,6 @@ rule statistics:
         repeats=REPEATS,
         parity=config["report"]["parity"],
         step_breakdown=config["report"]["step_breakdown"],
+        targets=TARGETS,
     script:
         "../scripts/compute_statistics.py"

@@ -71,6 +71,8 @@ WORKLOADS = tbconfig.enabled_workloads(config)
 REPORTED_WORKLOADS = [w for w in WORKLOADS if workload_info(w).kind == "training"]
 DEVICE_IDS = list(tbconfig.iter_device_ids(config))
 REPEATS = {w: tbconfig.repeat_settings(config, w) for w in WORKLOADS}
+# Each training workload's quality target (read by the statistics alone: no cell reruns).
+TARGETS = {w: config["workloads"][w].get("target") for w in REPORTED_WORKLOADS}
 # Each workload's devices in the config's order: the first is the default baseline.
 DEVICE_ORDER = {w: tbconfig.workload_devices(config, w) for w in WORKLOADS}
 # Cells run in rounds: repeat k of every device before repeat k + 1 of any, so slow

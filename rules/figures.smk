@@ -6,8 +6,8 @@
 
 
 rule figures:
-    """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory, energy and
-    step-breakdown figures,
+    """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory, energy,
+    step-breakdown, quality-curve and time-to-target figures,
     drawn from the published tables (and each run's raw value as a dot)."""
     input:
         tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
@@ -60,6 +60,16 @@ rule figures:
             f"{RESULTS}/figures/step_breakdown.png",
             caption="captions/step_breakdown.rst",
             category="Speedup",
+        ),
+        quality=report(
+            f"{RESULTS}/figures/quality.png",
+            caption="captions/quality.rst",
+            category="Time to target",
+        ),
+        time_to_target=report(
+            f"{RESULTS}/figures/time_to_target.png",
+            caption="captions/time_to_target.rst",
+            category="Time to target",
         ),
     log:
         f"{RESULTS}/logs/figures.log",

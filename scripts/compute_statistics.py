@@ -17,6 +17,7 @@ tables = {
         "runs",
         "epochs",
         "per_label_runs",
+        "quality",
         "matmul",
         "setups",
         "step_losses",
@@ -30,6 +31,7 @@ published = publish(
     repeats=snakemake.params.repeats,
     parity=snakemake.params.parity,
     step_breakdown=snakemake.params.step_breakdown,
+    targets=snakemake.params.targets,
     workers=snakemake.threads,
 )
 paths = {Path(p).name: p for p in snakemake.output.tables}

@@ -1,6 +1,7 @@
 """Records -> record tables (rule ``aggregate``): facts copied out of metrics.json
 files, one row per record (``runs``), per record and epoch (``epochs``), per record
-and label (``per_label_runs``), per record and matrix size (``matmul``), and one row
+and label (``per_label_runs``), per record and matrix size (``matmul``), per record and
+evaluation pass (``quality``, :mod:`.quality_rows`), and one row
 per machine/software setup (``environments``). Nothing here is a statistic: the
 statistics layer (:mod:`trainbench.analysis.stats`) computes every published number from
 these tables. docs/statistics.md lists the columns."""
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 from trainbench.analysis.hardware import label_machines
 from trainbench.analysis.loss_tables import loss_tables, read_references
+from trainbench.analysis.quality_rows import quality_rows
 from trainbench.analysis.record_view import RecordView, view_record
 from trainbench.analysis.run_rows import RUN_COLUMNS, joined, run_row, viewed
 from trainbench.analysis.setups import label_setups
@@ -187,12 +189,14 @@ def build_tables(
     matmul = pd.DataFrame([row for src, r in views for row in matmul_rows(r, src)])
     epochs = pd.DataFrame([row for src, r in views for row in epoch_rows(r, src)])
     per_label = pd.DataFrame([row for src, r in views for row in per_label_rows(r, src)])
+    quality = pd.DataFrame([row for src, r in views for row in quality_rows(r, src)])
     runs = runs.sort_values(["workload", "device", "batch_size", "rep"]).reset_index(drop=True)
     tables = {
         "runs": runs,
         "matmul": matmul,
         "epochs": epochs,
         "per_label_runs": per_label,
+        "quality": quality,
         "environments": _environments(views),
     }
     label_machines(tables, records)

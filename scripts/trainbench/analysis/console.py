@@ -143,6 +143,9 @@ def summary_lines(report_path: str | Path) -> list[str]:
         lines.append(line)
     if len(shown) > SUMMARY_VERDICTS:
         lines.append(f"  … {len(shown) - SUMMARY_VERDICTS} more verdicts in the report")
+    for row in _rows(tables / "best_setting.csv"):
+        if row.get("summary"):
+            lines.append(f"  ⏱ {row['workload']}: {row['summary']}")
     for row in _rows(tables / "attention.csv"):
         if row["status"] == "unavailable":
             lines.append(f"  ⚪ {row['device']} unavailable: {row['detail']}")

@@ -25,6 +25,9 @@ PUBLISHED_TABLES = (
     "attention",
     "cell_time",
     "step_breakdown",
+    "time_to_target",
+    "best_setting",
+    "quality_curve",
 )
 
 # The record tables the aggregate rule writes from metrics.json files.
@@ -32,6 +35,7 @@ RECORD_TABLES = (
     "runs",
     "epochs",
     "per_label_runs",
+    "quality",
     "matmul",
     "environments",
     "skipped",
@@ -41,5 +45,5 @@ RECORD_TABLES = (
 # results/figures/<name>.png, drawn by trainbench.analysis.figures from the tables above.
 FIGURE_NAMES = (
     "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
-    "step_breakdown",
+    "step_breakdown", "quality", "time_to_target",
 )  # fmt: skip

@@ -222,6 +222,7 @@ class Energy:
     samples_per_joule: float | None = None
     mean_watts: float | None = None
     measured: str | None = None
+    min_seconds: float | None = None  # timing.min_energy_seconds in force
     domains: Mapping[str, Mapping] = field(default_factory=dict)  # per domain: joules, status
     eval: EnergyEval = EnergyEval()
     idle: Idle = Idle()
@@ -250,6 +251,7 @@ class Result:
     verification: Mapping[str, Any] = field(default_factory=dict)
     step_breakdown: Mapping[str, Any] | None = None  # the diagnostic pass (step_breakdown.py)
     eval_parity: Mapping[str, Any] | None = None  # trainbench.run.eval_parity (None: not run)
+    quality: Mapping[str, Any] | None = None  # trainbench.run.quality (None: older records)
     energy: Energy | None = None  # None: no energy section (microbenchmarks, old runs)
     sizes: list = field(default_factory=list)  # microbenchmark: one entry per matrix size
 

@@ -19,6 +19,7 @@ import jinja2
 from trainbench.analysis.published import PUBLISHED_TABLES as PUBLISHED
 from trainbench.analysis.report_tables import (
     ATTENTION,
+    BEST_SETTING,
     BOUNDS,
     CELL_TIME,
     COLLAPSE,
@@ -34,6 +35,7 @@ from trainbench.analysis.report_tables import (
     STABILITY,
     STEP_BREAKDOWN,
     TASK,
+    TIME_TO_TARGET,
     WARNINGS,
     WORKLOAD,
     Row,
@@ -47,6 +49,7 @@ from trainbench.analysis.report_tables import (
     plain_value,
     speed_columns,
     table,
+    target_text,
     text_of,
 )
 from trainbench.analysis.tables import MISSING, bytes_text, compact, read_table, sig
@@ -349,6 +352,9 @@ def render_workload_report(
         "labels": table(t["per_label"], LABELS),
         "task": table(t["task"], TASK),
         "memory": table(t["memory"], MEMORY),
+        "time_to_target": table(t["time_to_target"], TIME_TO_TARGET),
+        "best_setting": table(t["best_setting"], BEST_SETTING),
+        "target": target_text(next(iter(t["time_to_target"]), None)),
         "environments": table(environments, ENVIRONMENT),
         "missing": MISSING,
     }

@@ -159,6 +159,38 @@ def speed_columns(unit: str) -> list[Column]:
     )  # fmt: skip
 
 
+def _seconds_iv(r: Row) -> str:
+    return _iv(r.get("low"), r.get("high"), r.get("interval"), " s")
+
+
+TIME_TO_TARGET = KEYS + cols(
+    ("repeats", "repeats", "i"), ("reached", "reached", "i"),
+    ("training s to target (median)", "median_s", "n"), ("interval", _seconds_iv, "i"),
+    ("wall s", "wall_median_s", "n"), ("samples", "samples_median", "n"),
+    ("steps", lambda r: compact(r.get("steps_median")), "i"),
+    ("energy J", "joules_median", "n"),
+    ("times sooner", "speedup", "x"), ("interval ", _ratio_iv, "i"),
+    ("verdict", "verdict"), ("reason", "reason"),
+)  # fmt: skip
+BEST_SETTING = cols(
+    ("backend", "backend"), ("best setting", "device"), ("batch size", "batch_size", "i"),
+    ("of", "candidates", "i"), ("repeats", "repeats", "i"), ("reached", "reached", "i"),
+    ("training s to target (median)", "median_s", "n"), ("interval", _seconds_iv, "i"),
+    ("wall s", "wall_median_s", "n"), ("times sooner", "speedup", "x"),
+    ("interval ", _ratio_iv, "i"), ("verdict", "verdict"), ("reason", "reason"),
+)  # fmt: skip
+
+
+def target_text(r: Row | None) -> str:
+    """ "accuracy ≥ 0.6, evaluated epochs 1" from a time_to_target row ("" without one)."""
+    if r is None or plain_value(r.get("metric")) is None or plain_value(r.get("target")) is None:
+        return ""
+    unit, _, n = text_of(r.get("eval_every")).partition(" ")
+    every = unit.removesuffix("s") if n == "1" else f"{n} {unit}"
+    return (f"`{text_of(r.get('metric'))}` {text_of(r.get('direction'))} "
+            f"{sig(r.get('target'))}, evaluated every {every}")  # fmt: skip
+
+
 def _windows(r: Row) -> str:
     """The schedule phase both sides' windows cover (empty: every step the same work)."""
     value = r.get("window_phase")

@@ -20,6 +20,8 @@ per_label      per_label (f1, support, f1_minus_baseline)
 matmul         matmul_summary (gflops, gflops_low/high, interval) + crossover + matmul
 memory         memory (memory_peak/initial_bytes, peak_fraction_of_limit, memory_method)
 energy         energy (samples_per_joule, spj_low/high, unavailable) + speedup (median, low/high)
+quality        quality_curve (train_seconds, value, value_min/max, target)
+time_to_target time_to_target (median_s, low, high, interval, speedup, verdict)
 =============  ========================================================================
 """
 
@@ -40,6 +42,7 @@ from trainbench.analysis.figures.per_label import per_label_figure
 from trainbench.analysis.figures.speedup import speedup_figure
 from trainbench.analysis.figures.step_breakdown import step_breakdown_figure
 from trainbench.analysis.figures.style import device_color, device_order
+from trainbench.analysis.figures.targets import quality_figure, time_to_target_figure
 from trainbench.analysis.figures.throughput import throughput_figure
 from trainbench.analysis.published import FIGURE_NAMES
 
@@ -56,6 +59,8 @@ __all__ = [
     "memory_figure",
     "step_breakdown_figure",
     "per_label_figure",
+    "quality_figure",
+    "time_to_target_figure",
     "speedup_figure",
     "throughput_figure",
 ]
@@ -71,13 +76,15 @@ FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], Non
     "memory": memory_figure,
     "energy": energy_figure,
     "step_breakdown": step_breakdown_figure,
+    "quality": quality_figure,
+    "time_to_target": time_to_target_figure,
 }
 
 # The order :func:`draw_figures` hands the families to its processes: the ones with the
 # most panels and labels first, so that the processes finish together (scheduling only).
 DRAW_ORDER = (
-    "memory", "speedup", "loss", "epoch_time", "throughput", "per_label", "matmul", "energy",
-    "step_breakdown",
+    "memory", "speedup", "loss", "epoch_time", "quality", "throughput", "per_label", "matmul",
+    "energy", "time_to_target", "step_breakdown",
 )  # fmt: skip
 
 

@@ -17,7 +17,9 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.verdicts` — ``verification``, ``verdicts``;
 * :mod:`.overview` — ``overview``, ``attention``;
 * :mod:`.cell_time` — ``cell_time`` (where the cells' wall time went, per device).
-* :mod:`.breakdown` — ``step_breakdown`` (where a step's time goes and what bounds it).
+* :mod:`.breakdown` — ``step_breakdown`` (where a step's time goes and what bounds it);
+* :mod:`.targets` — ``time_to_target``, ``best_setting``, ``quality_curve`` (time to a
+  quality target, censored repeats kept).
 
 Every function is pure: pandas in, pandas out, no IO (write the tables with
 :func:`trainbench.analysis.tables.write_table`).
@@ -89,6 +91,14 @@ from trainbench.analysis.stats.speed import (
     matmul_summary,
     speedup_table,
 )
+from trainbench.analysis.stats.targets import (
+    BEST_SETTING_COLUMNS,
+    QUALITY_CURVE_COLUMNS,
+    TIME_TO_TARGET_COLUMNS,
+    best_setting_table,
+    quality_curve_table,
+    time_to_target_table,
+)
 from trainbench.analysis.stats.verdicts import (
     VERDICT_COLUMNS,
     VERIFICATION_COLUMNS,
@@ -118,6 +128,9 @@ COLUMNS: dict[str, list[str]] = {
     "attention": ATTENTION_COLUMNS,
     "cell_time": CELL_TIME_COLUMNS,
     "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
+    "time_to_target": TIME_TO_TARGET_COLUMNS,
+    "best_setting": BEST_SETTING_COLUMNS,
+    "quality_curve": QUALITY_CURVE_COLUMNS,
 }
 
 __all__ = [
@@ -134,6 +147,7 @@ def publish(
     parity: Mapping | None = None,
     workers: int = 1,
     step_breakdown: Mapping | None = None,
+    targets: Mapping[str, Mapping | None] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every published table, keyed by the names in :data:`PUBLISHED_TABLES` (in that
     order), from the record tables ``runs``, ``epochs``, ``per_label_runs`` and
@@ -143,7 +157,8 @@ def publish(
     ``parity`` the configured ``report.parity`` (see :mod:`.parity`); the record tables
     ``step_losses`` and ``references`` feed parity's loss-drift check;
     ``step_breakdown`` is the configured ``report.step_breakdown`` (labels' thresholds,
-    :mod:`.breakdown`). With ``workers``
+    :mod:`.breakdown`); ``targets[workload]`` its configured ``target`` (time to target
+    from the record table ``quality``, :mod:`.targets`). With ``workers``
     > 1 the speed and memory tables are computed in a forked process beside the others
     (the same tables: every bootstrap is seeded by its own call)."""
     runs = fr.prepare_runs(tables.get("runs"))
@@ -188,6 +203,10 @@ def publish(
         bounds.get((w, d))
         for w, d in zip(out["verdicts"]["workload"], out["verdicts"]["device"], strict=True)
     ]
+    quality, targets = tables.get("quality"), targets or {}
+    out["time_to_target"] = time_to_target_table(quality, runs, baselines, targets, training)
+    out["best_setting"] = best_setting_table(quality, runs, baselines, targets, training)
+    out["quality_curve"] = quality_curve_table(quality, runs, targets, training)
     out["warnings"] = warnings_table(runs, matmul, tables.get("setups"), out["memory"])
     return {name: out[name] for name in PUBLISHED_TABLES}
 

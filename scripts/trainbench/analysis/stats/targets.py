@@ -1,0 +1,518 @@
+"""Time to a quality target: the ``time_to_target``, ``best_setting`` and
+``quality_curve`` tables (docs/statistics.md §4), from the record table ``quality`` (one
+row per evaluation pass during training) and each workload's target.
+
+A repeat's **time to target** is the ``train_seconds`` (timed training regions so far) of
+its first evaluation pass whose metric meets the target; its granularity is the
+evaluation cadence (``eval_every``). A repeat that never meets it is **censored**: its
+time is "more than" its last pass's ``train_seconds``, kept as +inf in every order
+statistic, never dropped. So a median exists only while more than half of the repeats
+reached the target; an interval over censored repeats is the range (its high end +inf),
+whatever the number of repeats.
+
+``time_to_target`` — one row per training workload × device × batch size with ok
+records: workload, device, batch_size; metric, target, direction ("≥" higher is better,
+"≤" lower); eval_every; repeats (ok records), reached; median_s, low, high, interval
+(training time to target: the median over repeats, censored as +inf, and its interval:
+the range below 5 repeats or with any censored repeat, else a bootstrap CI as
+:mod:`.intervals` makes it); censored_after_s (the longest training of a repeat that did
+not reach it); wall_median_s (from the attempt's start to the end of that pass: process
+start, data, model, compilation, warm-up and every evaluation included, the canary
+excluded), samples_median, steps_median, joules_median (training regions' energy to
+target; empty unless every reached repeat measured at least the minimum energy window);
+baseline (device), baseline_median_s; speedup = baseline median ÷ this median (how many
+times sooner), speedup_low, speedup_high, speedup_interval; verdict and reason.
+
+Verdict, the first rule that applies: ``insufficient data`` (no ok repeat, no quality
+curve in the records, no target, or a metric whose direction is unknown); ``not
+reached`` (the median is not reached); ``baseline``; ``insufficient data`` (no baseline
+cell at this batch size, or fewer than 3 ok repeats on a side); ``disturbed`` (a repeat
+on either side was disturbed); ``sooner`` / ``later`` (the speedup interval above /
+below 1); ``no clear difference``.
+
+``best_setting`` — one row per training workload × backend (cpu, mps, cuda; with
+@hardware on merged results): the setting (device column: threads, torch.compile) and
+batch size with the shortest median time to target among the backend's cells, and the
+comparison with the baseline backend's best setting (speedup and verdict by the rules
+above, across batch sizes); summary: that comparison in one sentence (the console's line). candidates: the cells compared; chosen by point estimate, so
+the interval does not account for the choice (a winner's curse: with few repeats the
+chosen setting's time is biased low).
+
+``quality_curve`` — per cell and evaluation pass (the same pass index in every repeat):
+repeats, median train_seconds, the target metric's median, min and max over repeats.
+Figures draw it; nothing else is computed from it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from trainbench.analysis.stats import frames as fr
+from trainbench.analysis.stats.intervals import (
+    INSUFFICIENT,
+    NO_CLEAR,
+    Interval,
+    ratio_interval,
+    summarize,
+)
+from trainbench.analysis.stats.speed import DISTURBED, MIN_REPEATS
+from trainbench.analysis.tables import compact, interval_text, ratio_text
+from trainbench.config.device_ids import DeviceId
+
+SOONER = "sooner"
+LATER = "later"
+NOT_REACHED = "not reached"
+BASELINE = "baseline"
+
+TIME_TO_TARGET_COLUMNS = [
+    "workload", "device", "batch_size", "metric", "target", "direction", "eval_every",
+    "repeats", "reached", "median_s", "low", "high", "interval", "censored_after_s",
+    "wall_median_s", "samples_median", "steps_median", "joules_median", "baseline",
+    "baseline_median_s", "speedup", "speedup_low", "speedup_high", "speedup_interval",
+    "verdict", "reason",
+]  # fmt: skip
+BEST_SETTING_COLUMNS = [
+    "workload", "backend", "device", "batch_size", "candidates", "metric", "target",
+    "direction", "repeats", "reached", "median_s", "low", "high", "interval",
+    "wall_median_s", "samples_median", "baseline_backend", "baseline_device",
+    "baseline_batch_size", "baseline_median_s", "speedup", "speedup_low", "speedup_high",
+    "speedup_interval", "verdict", "reason", "note", "summary",
+]  # fmt: skip
+QUALITY_CURVE_COLUMNS = [
+    "workload", "device", "batch_size", "point", "epoch", "repeats", "train_seconds",
+    "metric", "value", "value_min", "value_max", "target",
+]  # fmt: skip
+
+
+def base_workload(name: str) -> str:
+    """The config's workload name of a table's (``"clip [seed 1]"`` -> ``"clip"``)."""
+    return str(name).split(" [", 1)[0]
+
+
+def resolve_targets(
+    targets: Mapping[str, Mapping | None], runs: pd.DataFrame
+) -> dict[str, dict | None]:
+    """Per workload: {metric, value, higher_is_better (None: unknown)}, the metric
+    defaulting to the workload's primary one and the direction read from the bundled
+    workload's metrics, or from the records for an own workload's primary metric."""
+    from trainbench.config.targets import metric_of, target_metric
+
+    out: dict[str, dict | None] = {}
+    for workload in sorted(set(runs["workload"])) if "workload" in runs else []:
+        base = base_workload(workload)
+        target = targets.get(base)
+        if not target:
+            out[workload] = None
+            continue
+        mine = runs[(runs["workload"] == workload) & (runs["status"] == "ok")]
+        primary = (
+            next(iter(mine["primary_metric"].dropna()), None) if "primary_metric" in mine else None
+        )
+        metric = target_metric(base, target) or primary
+        known = metric_of(base, metric) if metric else None
+        if known is not None:
+            higher = known.higher_is_better
+        elif (
+            metric == primary
+            and "higher_is_better" in mine
+            and mine["higher_is_better"].notna().any()
+        ):
+            higher = bool(mine["higher_is_better"].dropna().iloc[0])
+        else:
+            higher = None
+        out[workload] = {
+            "metric": metric,
+            "value": float(target["value"]),
+            "higher_is_better": higher,
+        }
+    return out
+
+
+def _repeat_outcomes(quality: pd.DataFrame, target: dict) -> pd.DataFrame:
+    """One row per record: reached, time (inf where censored), censored_after, wall,
+    samples, steps, joules."""
+    column = f"eval_{target['metric']}"
+    rows = []
+    for (workload, device, batch_size, record), g in quality.groupby(
+        ["workload", "device", "batch_size", "record"], sort=True
+    ):
+        g = g.sort_values("point")
+        values = (
+            pd.to_numeric(g[column], errors="coerce")
+            if column in g
+            else pd.Series(np.nan, index=g.index)
+        )
+        meets = (
+            values >= target["value"] if target["higher_is_better"] else values <= target["value"]
+        )
+        hit = g[meets.fillna(False).to_numpy()]
+        last = g.iloc[-1]
+        row = {"workload": workload, "device": device, "batch_size": batch_size, "record": record,
+               "rep": int(g["rep"].iloc[0]),
+               "has_metric": bool(values.notna().any()), "censored_after": float(last["train_seconds"])}  # fmt: skip
+        if hit.empty:
+            row.update(reached=False, time=math.inf, wall=math.inf, samples=math.inf,
+                       steps=math.inf, joules=math.nan)  # fmt: skip
+        else:
+            first = hit.iloc[0]
+            energy_ok = (
+                pd.notna(first.get("train_joules"))
+                and pd.notna(first.get("energy_min_seconds"))
+                and first["energy_window_seconds"] >= first["energy_min_seconds"]
+            )
+            row.update(
+                reached=True, time=float(first["train_seconds"]),
+                wall=float(first["wall_seconds"]) if pd.notna(first["wall_seconds"]) else math.nan,
+                samples=float(first["samples"]), steps=float(first["steps"]),
+                joules=float(first["train_joules"]) if energy_ok else math.nan,
+            )  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _time_interval(values: np.ndarray) -> Interval:
+    """Median and interval of times with censored repeats as +inf: the range where any
+    is censored (or below 5), else :func:`.intervals.summarize`."""
+    n = int(values.size)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, "no runs", 0)
+    censored = int(np.isinf(values).sum())
+    if not censored:
+        return summarize(values)
+    kind = f"range of {n} runs, {censored} not reaching the target"
+    return Interval(float(np.median(values)), float(values.min()), math.inf, kind, n)
+
+
+def _speedup(base: np.ndarray, mine: np.ndarray) -> Interval:
+    """baseline time ÷ this time (times sooner) and its interval; the extreme pairwise
+    ratios where either side has censored repeats."""
+    if np.isfinite(base).all() and np.isfinite(mine).all():
+        return ratio_interval(base, mine)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(np.median(base) / np.median(mine))
+        low = float(base.min() / mine.max())
+        high = float(base.max() / mine.min())
+    kind = f"range of {base.size} vs {mine.size} runs with censored repeats"
+    return Interval(estimate, 0.0 if math.isnan(low) else low, high, kind, (base.size, mine.size))
+
+
+def _finite_median(values) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if values.size else math.nan
+
+
+def _cell_stats(outcomes: pd.DataFrame) -> dict:
+    times = outcomes["time"].to_numpy(dtype=float)
+    summary = _time_interval(times)
+    reached = outcomes[outcomes["reached"]]
+    censored = outcomes.loc[~outcomes["reached"], "censored_after"]
+    joules = reached["joules"].to_numpy(dtype=float)
+    return {
+        "times": times, "repeats": int(times.size), "reached": int(reached.shape[0]),
+        "median_s": summary.estimate, "low": summary.low, "high": summary.high,
+        "interval": summary.kind,
+        "censored_after_s": float(censored.max()) if not censored.empty else math.nan,
+        "wall_median_s": _median_if_reached(outcomes, "wall"),
+        "samples_median": _median_if_reached(outcomes, "samples"),
+        "steps_median": _median_if_reached(outcomes, "steps"),
+        "joules_median": float(np.median(joules)) if joules.size and np.isfinite(joules).all() else math.nan,
+    }  # fmt: skip
+
+
+def _median_if_reached(outcomes: pd.DataFrame, column: str) -> float:
+    """The median with censored repeats as +inf (NaN where it is not reached)."""
+    values = outcomes[column].to_numpy(dtype=float)
+    if values.size == 0 or np.isnan(values).any():
+        return math.nan
+    median = float(np.median(values))
+    return median if math.isfinite(median) else math.nan
+
+
+def _direction(target: dict | None) -> str:
+    if not target or target["higher_is_better"] is None:
+        return ""
+    return "≥" if target["higher_is_better"] else "≤"
+
+
+def _judge(device, base, mine: dict | None, ref: dict | None, ratio, disturbed) -> tuple[str, str]:
+    if mine is None or mine["repeats"] == 0:
+        return INSUFFICIENT, "no ok repeat"
+    if not math.isfinite(mine["median_s"]):
+        return NOT_REACHED, (
+            f"reached in {mine['reached']} of {mine['repeats']} repeats: the median repeat "
+            f"did not reach the target within {compact(mine['censored_after_s'])} s of training"
+        )
+    if device == base:
+        return BASELINE, ""
+    if ref is None or ref["repeats"] == 0:
+        return INSUFFICIENT, f"no ok run of the baseline {base} here"
+    for name, side in ((device, mine), (base, ref)):
+        if side["repeats"] < MIN_REPEATS:
+            return (
+                INSUFFICIENT,
+                f"{name} has {fr.plural(side['repeats'], 'ok repeat')}; a verdict needs {MIN_REPEATS}",
+            )
+    if disturbed:
+        return DISTURBED, "disturbed repeats: " + ", ".join(disturbed)
+    if ratio.low > 1:
+        result = SOONER
+    elif ratio.high < 1:
+        result = LATER
+    else:
+        result = NO_CLEAR
+    words = (f"{device} reaches it in {compact(mine['median_s'])} s of training, {base} in "
+             f"{compact(ref['median_s'])} s: {ratio_text(ratio.estimate)} "
+             f"({interval_text(ratio.low, ratio.high)}, {ratio.kind})")  # fmt: skip
+    return result, words
+
+
+def _ratio_columns(is_baseline: bool, mine, ref) -> tuple[dict, Interval | None]:
+    empty = {"speedup_low": np.nan, "speedup_high": np.nan, "speedup_interval": ""}
+    if is_baseline:
+        return {"speedup": 1.0, **empty}, None
+    if mine is None or ref is None or not mine["repeats"] or not ref["repeats"]:
+        return {"speedup": np.nan, **empty}, None
+    if not math.isfinite(mine["median_s"]):
+        return {"speedup": np.nan, **empty}, None
+    ratio = _speedup(ref["times"], mine["times"])
+    return {"speedup": ratio.estimate, "speedup_low": ratio.low, "speedup_high": ratio.high,
+            "speedup_interval": ratio.kind}, ratio  # fmt: skip
+
+
+def _disturbed_records(runs: pd.DataFrame) -> set[str]:
+    if "disturbed" not in runs or "record" not in runs:
+        return set()
+    return set(runs.loc[runs["disturbed"].fillna(False).astype(bool), "record"].astype(str))
+
+
+class _Cells:
+    """The cells of one workload: their outcomes, stats, and the target."""
+
+    def __init__(
+        self, workload: str, quality: pd.DataFrame, runs: pd.DataFrame, target: dict | None
+    ):
+        self.workload, self.target = workload, target
+        ok = runs[(runs["workload"] == workload) & (runs["status"] == "ok")]
+        self.keys = sorted(
+            {(str(d), int(b)) for d, b in zip(ok["device"], ok["batch_size"], strict=True)}
+        )
+        self.curve = quality[quality["workload"] == workload] if not quality.empty else quality
+        usable = (
+            target is not None and target["higher_is_better"] is not None and not self.curve.empty
+        )
+        outcomes = _repeat_outcomes(self.curve, target) if usable else pd.DataFrame()
+        self.has_metric = bool(outcomes["has_metric"].any()) if not outcomes.empty else False
+        disturbed = _disturbed_records(ok)
+        self.stats: dict[tuple, dict] = {}
+        self.disturbed: dict[tuple, list[str]] = {}
+        for key in self.keys:
+            mine = (
+                outcomes[(outcomes["device"] == key[0]) & (outcomes["batch_size"] == key[1])]
+                if not outcomes.empty
+                else outcomes
+            )
+            if not mine.empty:
+                self.stats[key] = _cell_stats(mine)
+                self.disturbed[key] = [
+                    f"{key[0]} rep {rep}"
+                    for rep, record in zip(mine["rep"], mine["record"], strict=True)
+                    if str(record) in disturbed
+                ]
+        self.eval_every = (
+            ", ".join(sorted(set(self.curve["eval_every"].dropna())))
+            if not self.curve.empty
+            else ""
+        )
+
+    def unusable_reason(self) -> str | None:
+        if self.target is None:
+            return f"no target: set workloads.{base_workload(self.workload)}.target"
+        if self.target["higher_is_better"] is None:
+            return (f"whether higher or lower {self.target['metric']} is better is unknown: "
+                    "an own workload declares only its primary metric's direction")  # fmt: skip
+        if self.curve.empty:
+            return "the records hold no quality curve (made by an older trainbench)"
+        if not self.has_metric:
+            return f"the records report no metric {self.target['metric']!r}"
+        return None
+
+    def target_columns(self) -> dict:
+        t = self.target or {}
+        return {
+            "metric": t.get("metric"),
+            "target": t.get("value"),
+            "direction": _direction(self.target),
+        }
+
+
+def time_to_target_table(
+    quality: pd.DataFrame | None,
+    runs: pd.DataFrame,
+    baselines: fr.Baselines,
+    targets: Mapping[str, Mapping | None],
+    workloads: list[str],
+) -> pd.DataFrame:
+    """The ``time_to_target`` table; see the module docstring."""
+    runs = fr.prepare_runs(runs)
+    quality = quality if quality is not None else pd.DataFrame()
+    resolved = resolve_targets(targets, runs)
+    rows = []
+    for workload in workloads:
+        cells = _Cells(workload, quality, runs, resolved.get(workload))
+        base = fr.baseline_of(baselines, workload)
+        problem = cells.unusable_reason()
+        for device, batch_size in cells.keys:
+            mine = cells.stats.get((device, batch_size))
+            ref = cells.stats.get((base, batch_size))
+            row = {"workload": workload, "device": device, "batch_size": batch_size,
+                   **cells.target_columns(), "eval_every": cells.eval_every, "baseline": base}  # fmt: skip
+            if problem is not None or mine is None:
+                rows.append({**row, "repeats": 0, "reached": 0, "verdict": INSUFFICIENT,
+                             "reason": problem or "no quality curve in this cell's records"})  # fmt: skip
+                continue
+            ratio_cols, ratio = _ratio_columns(device == base, mine, ref)
+            disturbed = cells.disturbed.get((device, batch_size), []) + cells.disturbed.get(
+                (base, batch_size), []
+            )
+            verdict, reason = _judge(
+                device, base, mine, ref, ratio, disturbed if device != base else []
+            )
+            rows.append({**row, **{k: v for k, v in mine.items() if k != "times"},
+                         "baseline_median_s": ref["median_s"] if ref else np.nan,
+                         **ratio_cols, "verdict": verdict, "reason": reason})  # fmt: skip
+    return fr.frame(rows, TIME_TO_TARGET_COLUMNS)
+
+
+def backend_of(device: str) -> str:
+    """The backend (with its @hardware) a device column belongs to."""
+    try:
+        parsed = DeviceId.parse(device)
+    except ValueError:
+        return str(device)
+    return parsed.backend + (f"@{parsed.hardware}" if parsed.hardware else "")
+
+
+def _best(cells: _Cells, backend: str) -> tuple[tuple | None, int]:
+    keys = [k for k in cells.keys if backend_of(k[0]) == backend and k in cells.stats]
+    reached = [k for k in keys if math.isfinite(cells.stats[k]["median_s"])]
+    if not reached:
+        return None, len(keys)
+    return min(reached, key=lambda k: (cells.stats[k]["median_s"], k[1], k[0])), len(keys)
+
+
+def _summary(row: dict) -> str:
+    """ "cuda reaches accuracy ≥ 0.9 3.1x sooner than cpu (2.2–4x), each at its best
+    setting (cuda bs 32; cpu bs 16)" for a best_setting row ("" for the baseline's)."""
+    verdict = row["verdict"]
+    if verdict == BASELINE:
+        return ""
+    backend, base = row["backend"], row["baseline_backend"]
+    if verdict not in (SOONER, LATER, NO_CLEAR):
+        return f"{backend} vs {base} at their best settings: {verdict} ({row['reason']})"
+    goal = f"{row['metric']} {row['direction']} {compact(row['target'])}"
+    ratio, low, high = row["speedup"], row["speedup_low"], row["speedup_high"]
+    settings = (f"each at its best setting ({row['device']} bs {row['batch_size']}; "
+                f"{row['baseline_device']} bs {row['baseline_batch_size']})")  # fmt: skip
+    if verdict == SOONER:
+        how = f"{ratio_text(ratio)} sooner than {base} ({interval_text(low, high)}x)"
+    elif verdict == LATER:
+        how = f"{ratio_text(1 / ratio)} later than {base} ({interval_text(1 / high, 1 / low)}x)"
+    else:
+        how = f"with no clear difference from {base} ({ratio_text(ratio)}, {interval_text(low, high)}x)"
+    return f"{backend} reaches {goal} {how}, {settings}"
+
+
+def best_setting_table(
+    quality: pd.DataFrame | None,
+    runs: pd.DataFrame,
+    baselines: fr.Baselines,
+    targets: Mapping[str, Mapping | None],
+    workloads: list[str],
+) -> pd.DataFrame:
+    """The ``best_setting`` table; see the module docstring."""
+    runs = fr.prepare_runs(runs)
+    quality = quality if quality is not None else pd.DataFrame()
+    resolved = resolve_targets(targets, runs)
+    rows = []
+    for workload in workloads:
+        cells = _Cells(workload, quality, runs, resolved.get(workload))
+        base_device = fr.baseline_of(baselines, workload)
+        base_backend = backend_of(base_device) if base_device else None
+        backends = sorted(
+            {backend_of(d) for d, _ in cells.keys}, key=lambda b: (b != base_backend, b)
+        )
+        ref_key, _ = _best(cells, base_backend) if base_backend else (None, 0)
+        ref = cells.stats.get(ref_key) if ref_key else None
+        problem = cells.unusable_reason()
+        for backend in backends:
+            key, candidates = _best(cells, backend)
+            row = {"workload": workload, "backend": backend, "candidates": candidates,
+                   **cells.target_columns(), "baseline_backend": base_backend,
+                   "baseline_device": ref_key[0] if ref_key else None,
+                   "baseline_batch_size": ref_key[1] if ref_key else None,
+                   "baseline_median_s": ref["median_s"] if ref else np.nan,
+                   "note": f"the shortest median of {fr.plural(candidates, 'setting')}; the "
+                   "interval does not account for the choice"}  # fmt: skip
+            if problem is not None:
+                rows.append({**row, "verdict": INSUFFICIENT, "reason": problem})
+                continue
+            if key is None:
+                rows.append({**row, "verdict": NOT_REACHED,
+                             "reason": f"no setting of {backend} reaches the target in the median repeat"})  # fmt: skip
+                continue
+            mine = cells.stats[key]
+            label = f"{key[0]} bs {key[1]}"
+            ratio_cols, ratio = _ratio_columns(backend == base_backend, mine, ref)
+            if backend == base_backend:
+                verdict, reason = BASELINE, ""
+            elif ref is None:
+                verdict = INSUFFICIENT
+                reason = f"the baseline {base_backend} reaches the target at none of its settings"
+            else:
+                base_label = f"{ref_key[0]} bs {ref_key[1]}" if ref_key else str(base_backend)
+                verdict, reason = _judge(label, base_label, mine, ref, ratio, [])
+            rows.append({**row, "device": key[0], "batch_size": key[1],
+                         **{k: mine[k] for k in ("repeats", "reached", "median_s", "low", "high",
+                                                 "interval", "wall_median_s", "samples_median")},
+                         **ratio_cols, "verdict": verdict, "reason": reason})  # fmt: skip
+    for row in rows:
+        row["summary"] = _summary(row)
+    return fr.frame(rows, BEST_SETTING_COLUMNS)
+
+
+def quality_curve_table(
+    quality: pd.DataFrame | None,
+    runs: pd.DataFrame,
+    targets: Mapping[str, Mapping | None],
+    workloads: list[str],
+) -> pd.DataFrame:
+    """The ``quality_curve`` table; see the module docstring."""
+    if quality is None or quality.empty:
+        return fr.empty(QUALITY_CURVE_COLUMNS)
+    resolved = resolve_targets(targets, fr.prepare_runs(runs))
+    rows = []
+    for workload in workloads:
+        target = resolved.get(workload)
+        metric = (target or {}).get("metric")
+        column = f"eval_{metric}"
+        mine = quality[quality["workload"] == workload]
+        if mine.empty or column not in mine:
+            continue
+        for (device, batch_size, point), g in mine.groupby(
+            ["device", "batch_size", "point"], sort=True
+        ):
+            values = pd.to_numeric(g[column], errors="coerce").dropna()
+            rows.append({
+                "workload": workload, "device": device, "batch_size": batch_size,
+                "point": point, "epoch": int(g["epoch"].max()), "repeats": int(len(g)),
+                "train_seconds": float(g["train_seconds"].median()), "metric": metric,
+                "value": float(values.median()) if len(values) else np.nan,
+                "value_min": float(values.min()) if len(values) else np.nan,
+                "value_max": float(values.max()) if len(values) else np.nan,
+                "target": (target or {}).get("value"),
+            })  # fmt: skip
+    return fr.frame(rows, QUALITY_CURVE_COLUMNS)
