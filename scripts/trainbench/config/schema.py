@@ -153,10 +153,17 @@ def describe_error(error: jsonschema.ValidationError) -> str:
         specific = [e for e in error.context if e.validator != "type"]
         if specific:
             return describe_error(specific[0])
-        kinds = [s.get("type", "?") for s in error.validator_value]
+        kinds = []
+        for e in error.context:  # each alternative's own type ($ref ones included)
+            for kind in (
+                e.validator_value if isinstance(e.validator_value, list) else [e.validator_value]
+            ):
+                if kind not in kinds:
+                    kinds.append(kind)
+        fix = _type_fix(path, value, kinds[0]) if kinds else "write it as one of those"
         return (
             f"`{key}` is {_short(value)} ({type(value).__name__}); it must be "
-            f"{_type_words(kinds)}. Fix: write it as one of those."
+            f"{_type_words(kinds)}. Fix: {fix}."
         )
     return f"`{key}`: {error.message}"
 

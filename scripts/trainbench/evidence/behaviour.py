@@ -8,7 +8,7 @@ measurement could have changed, and cleanups were refused for it. This one hashe
 * every Python file of measurement code is parsed; each top-level function, each
   method (``Class.method``), each class's own statements (its attributes, bases and
   decorators, without its methods) and each module-level statement is a **unit**,
-  named by its qualified name inside its module (``TrainingLoop._evaluate``,
+  named by its qualified name inside its module (``TrainingLoop.evaluate``,
   ``MAX_EXTENSION_REGIONS``), never by the module's path;
 * a unit's digest is the SHA-256 of its AST with docstrings removed (comments and
   formatting are not in the AST), dumped without positions and without empty fields

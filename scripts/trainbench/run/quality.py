@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -89,3 +90,31 @@ class QualityCurve:
             "points": self.points,
             "method": METHOD,
         }
+
+
+def train_in_stretches(loop: TrainingLoop, epoch: int) -> tuple[list, dict, list[float]]:
+    """One epoch of ``loop`` with an evaluation pass after every ``eval_every`` steps
+    (counted over the whole run): one timed region per stretch between passes, each pass
+    outside them, the model back in training mode after it. The last stretch's pass is
+    left to the epoch's end where the epoch ends with one. Returns the epoch's losses,
+    stats and step seconds, as one region would."""
+    losses: list = []
+    stats: dict[str, list] = {}
+    seconds: list[float] = []
+    batches = loop.batches()
+    done, every = 0, loop.eval_every
+    while done < loop.steps_per_epoch:
+        stop = min(loop.steps_per_epoch, done + every - loop.global_step % every)
+        part = loop.train_steps(epoch, stop - done, batches, start=done)
+        losses += part[0]
+        for name, values in part[1].items():
+            stats.setdefault(name, []).extend(values)
+        seconds += part[2]
+        done = stop
+        epoch_end = done == loop.steps_per_epoch and loop.evaluates_after(epoch)
+        if loop.global_step % every == 0 and not epoch_end:
+            t0 = time.perf_counter()
+            loop.evaluate(epoch, epoch_end=False)
+            loop.parts.model.train()
+            loop.quality.mid_epoch[epoch] += time.perf_counter() - t0
+    return losses, stats, seconds

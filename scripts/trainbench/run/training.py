@@ -34,7 +34,7 @@ from trainbench.run.measurement import (
 )
 from trainbench.run.parts import CompileFailedError, NonFiniteLossError, TrainingParts
 from trainbench.run.parts_contract import check_evaluation, check_full_batch
-from trainbench.run.quality import QualityCurve, eval_cadence
+from trainbench.run.quality import QualityCurve, eval_cadence, train_in_stretches
 from trainbench.run.trackers import (
     EVAL,
     TRAIN,
@@ -245,7 +245,7 @@ class TrainingLoop:
         train_metrics = parts.train_metrics(sums, samples) if parts.train_metrics else {}
         if parts.scheduler is not None:
             parts.scheduler.step()
-        evaluation = self._evaluate(epoch) if self._evaluates_after(epoch) else _NO_EVALUATION
+        evaluation = self.evaluate(epoch) if self.evaluates_after(epoch) else _NO_EVALUATION
         row = {
             "epoch": epoch,
             "train_loss": mean_loss,
@@ -264,40 +264,17 @@ class TrainingLoop:
             row["extra"] = facts
         self.epoch_rows.append(row)
 
-    def _evaluates_after(self, epoch: int) -> bool:
+    def evaluates_after(self, epoch: int) -> bool:
         """Whether ``epoch`` ends with an evaluation: every ``eval_every`` epochs, and
         the last one always (parity and the task's metrics read it)."""
-        return epoch == self.epochs or (
-            self.eval_unit == "epochs" and epoch % self.eval_every == 0
-        )
+        return epoch == self.epochs or (self.eval_unit == "epochs" and epoch % self.eval_every == 0)
 
     def train_epoch_steps(self, epoch: int) -> tuple[list, dict, list[float]]:
         """One epoch's steps: one timed region, or, with ``eval_every: {steps: N}``,
-        one region per stretch between evaluations (each pass outside the regions)."""
+        one region per stretch between evaluations (:func:`.quality.train_in_stretches`)."""
         if self.eval_unit != "steps":
             return self.train_steps(epoch, self.steps_per_epoch)
-        losses: list = []
-        stats: dict[str, list] = {}
-        seconds: list[float] = []
-        batches = self.batches()
-        done = 0
-        while done < self.steps_per_epoch:
-            to_next = self.eval_every - self.global_step % self.eval_every
-            stop = min(self.steps_per_epoch, done + to_next)
-            part = self.train_steps(epoch, stop - done, batches, start=done)
-            losses += part[0]
-            for name, values in part[1].items():
-                stats.setdefault(name, []).extend(values)
-            seconds += part[2]
-            done = stop
-            if self.global_step % self.eval_every == 0 and not (
-                done == self.steps_per_epoch and self._evaluates_after(epoch)
-            ):
-                t0 = time.perf_counter()
-                self._evaluate(epoch, epoch_end=False)
-                self.parts.model.train()
-                self.quality.mid_epoch[epoch] += time.perf_counter() - t0
-        return losses, stats, seconds
+        return train_in_stretches(self, epoch)
 
     def train_steps(
         self, epoch: int, steps: int, batches: Iterator[dict] | None = None, start: int = 0
@@ -418,7 +395,7 @@ class TrainingLoop:
 
     # -- evaluation ------------------------------------------------------------------
 
-    def _evaluate(self, epoch: int | None, epoch_end: bool = True) -> dict:
+    def evaluate(self, epoch: int | None, epoch_end: bool = True) -> dict:
         """One evaluation pass, timed apart with synchronized edges; the first pass
         of the run is the cold one. ``epoch`` None: a calibration pass (metrics unused).
         Every pass during training is a point of the quality curve; ``epoch_end`` False:
@@ -459,7 +436,7 @@ class TrainingLoop:
             warm = [p for p in self.eval_passes if not p["cold"]]
             if warm and sum(p["seconds"] for p in warm) >= self.protocol.min_timed_seconds:
                 break
-            self._evaluate(None)
+            self.evaluate(None)
 
     # -- where a step's time goes (after every timed region) --------------------------
 

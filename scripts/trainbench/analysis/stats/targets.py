@@ -51,13 +51,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 from trainbench.analysis.stats import frames as fr
-from trainbench.analysis.stats.intervals import (
-    INSUFFICIENT,
-    NO_CLEAR,
-    Interval,
-    ratio_interval,
-    summarize,
-)
+from trainbench.analysis.stats.censored import median_if_reached, time_interval, times_sooner
+from trainbench.analysis.stats.intervals import INSUFFICIENT, NO_CLEAR, Interval
 from trainbench.analysis.stats.speed import DISTURBED, MIN_REPEATS
 from trainbench.analysis.tables import compact, interval_text, ratio_text
 from trainbench.config.device_ids import DeviceId
@@ -173,41 +168,9 @@ def _repeat_outcomes(quality: pd.DataFrame, target: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _time_interval(values: np.ndarray) -> Interval:
-    """Median and interval of times with censored repeats as +inf: the range where any
-    is censored (or below 5), else :func:`.intervals.summarize`."""
-    n = int(values.size)
-    if n == 0:
-        return Interval(math.nan, math.nan, math.nan, "no runs", 0)
-    censored = int(np.isinf(values).sum())
-    if not censored:
-        return summarize(values)
-    kind = f"range of {n} runs, {censored} not reaching the target"
-    return Interval(float(np.median(values)), float(values.min()), math.inf, kind, n)
-
-
-def _speedup(base: np.ndarray, mine: np.ndarray) -> Interval:
-    """baseline time ÷ this time (times sooner) and its interval; the extreme pairwise
-    ratios where either side has censored repeats."""
-    if np.isfinite(base).all() and np.isfinite(mine).all():
-        return ratio_interval(base, mine)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        estimate = float(np.median(base) / np.median(mine))
-        low = float(base.min() / mine.max())
-        high = float(base.max() / mine.min())
-    kind = f"range of {base.size} vs {mine.size} runs with censored repeats"
-    return Interval(estimate, 0.0 if math.isnan(low) else low, high, kind, (base.size, mine.size))
-
-
-def _finite_median(values) -> float:
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if values.size else math.nan
-
-
 def _cell_stats(outcomes: pd.DataFrame) -> dict:
     times = outcomes["time"].to_numpy(dtype=float)
-    summary = _time_interval(times)
+    summary = time_interval(times)
     reached = outcomes[outcomes["reached"]]
     censored = outcomes.loc[~outcomes["reached"], "censored_after"]
     joules = reached["joules"].to_numpy(dtype=float)
@@ -216,20 +179,11 @@ def _cell_stats(outcomes: pd.DataFrame) -> dict:
         "median_s": summary.estimate, "low": summary.low, "high": summary.high,
         "interval": summary.kind,
         "censored_after_s": float(censored.max()) if not censored.empty else math.nan,
-        "wall_median_s": _median_if_reached(outcomes, "wall"),
-        "samples_median": _median_if_reached(outcomes, "samples"),
-        "steps_median": _median_if_reached(outcomes, "steps"),
+        "wall_median_s": median_if_reached(outcomes, "wall"),
+        "samples_median": median_if_reached(outcomes, "samples"),
+        "steps_median": median_if_reached(outcomes, "steps"),
         "joules_median": float(np.median(joules)) if joules.size and np.isfinite(joules).all() else math.nan,
     }  # fmt: skip
-
-
-def _median_if_reached(outcomes: pd.DataFrame, column: str) -> float:
-    """The median with censored repeats as +inf (NaN where it is not reached)."""
-    values = outcomes[column].to_numpy(dtype=float)
-    if values.size == 0 or np.isnan(values).any():
-        return math.nan
-    median = float(np.median(values))
-    return median if math.isfinite(median) else math.nan
 
 
 def _direction(target: dict | None) -> str:
@@ -278,7 +232,7 @@ def _ratio_columns(is_baseline: bool, mine, ref) -> tuple[dict, Interval | None]
         return {"speedup": np.nan, **empty}, None
     if not math.isfinite(mine["median_s"]):
         return {"speedup": np.nan, **empty}, None
-    ratio = _speedup(ref["times"], mine["times"])
+    ratio = times_sooner(ref["times"], mine["times"])
     return {"speedup": ratio.estimate, "speedup_low": ratio.low, "speedup_high": ratio.high,
             "speedup_interval": ratio.kind}, ratio  # fmt: skip
 
