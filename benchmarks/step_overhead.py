@@ -6,7 +6,10 @@
 Builds the case (a suite's workload settings at one batch size) once, then profiles the
 harness's timed steps against the bare loop's on the same parts (cProfile: the functions
 only the harness calls, host microseconds per step) and times each per-step addition
-alone. Writes benchmarks/results/step-overhead-<device>-<date>.json and .md (one file per
+alone, and counts the device synchronizations per step on both sides. Each case's
+verdict: the harness adds no synchronization per step and its per-step additions stay
+within 1% of the bare step; exits 1 (after writing the results) when a case fails.
+Writes benchmarks/results/step-overhead-<device>-<date>.json and .md (one file per
 device and day; each case adds to it). Logic: scripts/trainbench/bench/step_overhead.py.
 """
 
@@ -44,6 +47,11 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=50, help="steps per profiled block")
     parser.add_argument("--out", default=str(HERE / "results"), help="results folder")
     parser.add_argument("--render", help="re-render the Markdown of an existing results JSON")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start the day's results file anew (default: add the cases to it)",
+    )
     args = parser.parse_args()
     if args.render:
         results = json.loads(Path(args.render).read_text())
@@ -53,7 +61,7 @@ def main() -> int:
         parser.error("give a suite file and WORKLOAD BATCH_SIZE pairs")
     suite = load_suite(args.suite)
     out = Path(args.out) / f"step-overhead-{suite['device']}-{dt.date.today().isoformat()}.json"
-    results = json.loads(out.read_text()) if out.exists() else {
+    results = json.loads(out.read_text()) if out.exists() and not args.fresh else {
         "device": suite["device"], "machine": machine_facts(suite["device"]), "cases": []}  # fmt: skip
     pairs = list(zip(args.cases[::2], args.cases[1::2], strict=True))
     with tempfile.TemporaryDirectory(prefix="trainbench-overhead-") as scratch:
@@ -70,12 +78,19 @@ def main() -> int:
             results["cases"].append(case)
             out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(out, results)
+            syncs, verdict = case["syncs_per_step"], case["verdict"]
             print(f"{workload} bs{batch_size}: harness-only host time "
                   f"{case['profile']['harness_only_us_per_step']:.1f} us/step under cProfile; "
-                  f"operations {case['operations_us_per_step']:.1f} us/step", flush=True)  # fmt: skip
+                  f"operations {case['operations_us_per_step']:.1f} us/step "
+                  f"({verdict['additions_share_of_bare_step']:.3%} of the bare step); "
+                  f"syncs/step harness {syncs['harness']:g}, bare {syncs['bare']:g}", flush=True)  # fmt: skip
     atomic_write_text(out.with_suffix(".md"), render_markdown(results))
     print(f"wrote {out} and {out.with_suffix('.md')}")
-    return 0
+    failed = [c for c in results["cases"] if not c.get("verdict", {"passed": True})["passed"]]
+    for case in failed:
+        print(f"step_overhead: {case['workload']} bs {case['batch_size']} FAILED: "
+              + "; ".join(case["verdict"]["reasons"]), file=sys.stderr)  # fmt: skip
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -257,6 +257,14 @@ def test_the_step_overhead_profile_sees_only_the_timed_steps(tmp_path):
     assert case["operations_us_per_step"] == pytest.approx(
         sum(o["us_per_step"] for o in case["operations"])
     )
+    # Synchronizations per step, counted on both sides: the region's and the bare
+    # block's two edges, none inside a step.
+    assert case["syncs_per_step"] == {"harness": 0, "bare": 0}
+    assert {side: c["per_block_edges"] for side, c in case["syncs"].items()} == {
+        "harness": 2, "bare": 2}  # fmt: skip
+    assert "patched counter" in case["syncs_counted_by"]
+    assert case["verdict"]["syncs_added_per_step"] == 0
     case.update(suite="t", date="today")
     text = render_markdown({"device": "cpu", "machine": machine_facts("cpu"), "cases": [case]})
     assert f"{case['operations_us_per_step']:.2f} µs per step" in text
+    assert "device synchronizations per step: harness **0**, bare loop **0**" in text

@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 from trainbench.run import fork_client, fork_server
-from trainbench.run.launcher import child_environment, start_method
+from trainbench.run.launcher import child_environment, preload_modules, start_method
 
 
 def test_a_per_attempt_variable_shares_the_server_and_any_other_does_not():
@@ -36,6 +36,18 @@ def test_auto_forks_only_under_a_local_snakemake_run_on_linux(monkeypatch):
     monkeypatch.setattr("trainbench.run.launcher.sys.platform", "darwin")
     assert start_method({"launcher": {"start_method": "fork_server"}})[0] == "spawn"
     assert start_method({"launcher": {"start_method": "spawn"}})[0] == "spawn"
+
+
+def test_the_server_preloads_the_cell_workload_read_from_its_spec():
+    """A cell's spec names its workload under ``cell`` (rules/common.smk's run_spec):
+    the server imports a bundled workload's modules before forking it (text: its
+    model and transformers, once per run instead of in every cell's set-up)."""
+    cell = {"workload": "text_multilabel", "device": "cpu", "batch_size": 8, "rep": 0}
+    assert preload_modules({"cell": cell}) == ["trainbench.workloads.text_multilabel"]
+    assert fork_server.WORKLOAD_EXTRAS["trainbench.workloads.text_multilabel"]
+    own = {"cell": cell | {"workload": "mine"}}
+    assert preload_modules(own) == []
+    assert preload_modules({}) == []
 
 
 def test_a_server_is_refused_for_an_owner_that_is_gone():

@@ -1,5 +1,5 @@
 """The interleaved harness-vs-bare comparison (trainbench.bench.interleaved): the
-palindromic order, rows per round, and the A/A floor that gates a verdict. No speed is
+palindromic order, rows per round, and the A/A floor reported as information. No speed is
 asserted here."""
 
 from __future__ import annotations
@@ -57,19 +57,25 @@ def _verdicts(results: dict) -> dict[str, str]:
     return {c["target"].split(" ")[0]: c["met"] for c in target_checks(results)}
 
 
-def test_a_harness_verdict_needs_the_aa_floor_within_one_percent():
+def test_the_interleaved_comparison_and_its_aa_floor_are_information():
+    """The A/A floor is the host's, reported with its width; it decides no verdict, and
+    the interleaved harness / bare ratio is information too (issue 36: the tax is judged
+    by benchmarks/step_overhead.py)."""
     steady = [1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0, 1.0002, 0.9998]
     tight = _verdicts(_results([0.995, 0.996, 0.994, 0.995, 0.997, 0.995, 0.996, 0.994], steady))
-    assert tight == {"A/A": "met", "harness": "met"}
+    assert tight["A/A"].startswith("information: the host's floor is ±0.")
+    assert tight["A/A"].endswith("(within ±1%)")
+    assert tight["harness"] == "information"
     noisy_aa = [1.0, 1.05, 0.95, 1.04, 0.96, 1.03, 0.97, 1.02]
     noisy = _verdicts(_results([0.995] * 8, noisy_aa))
-    assert noisy == {"A/A": "missed", "harness": "not resolved (A/A floor missed)"}
+    assert noisy["A/A"].endswith("(wider than ±1%)")
+    assert noisy["harness"] == "information"
     slow = _verdicts(_results([0.95, 0.951, 0.949, 0.95, 0.952, 0.948, 0.95, 0.95], steady))
-    assert slow["harness"] == "missed"
+    assert slow["harness"] == "information"
 
 
 def test_an_aa_floor_from_fewer_than_five_rounds_is_not_an_interval():
     few = _verdicts(_results([1.0] * 3, [1.0] * 3))
-    assert few["A/A"] == "missed"
-    assert few["harness"] == "not resolved (A/A floor missed)"
+    assert few["A/A"] == "information: fewer than 5 rounds, no interval"
+    assert few["harness"] == "information"
     assert all(math.isfinite(c["value"]) for c in target_checks(_results([1.0] * 3, [1.0] * 3)))

@@ -12,6 +12,14 @@ Two views of the same question, on one device, at one workload and batch size:
    count, a detached copy of the loss and of each stat, the step's timing event (an
    event record on CUDA/MPS, a clock read on the CPU), the bookkeeping appends — as the
    median of several loops, in microseconds per step.
+3. **Synchronizations** per step (:mod:`.sync_count`), counted on each side: the
+   harness must add none to the bare loop's.
+
+The case's verdict (:func:`verdict`) is the deterministic proof that the harness does
+not tax what it times: no synchronization added per step, and the per-step additions
+timed alone within :data:`ADDITIONS_LIMIT` of the bare loop's step. The interleaved
+comparison (:mod:`.interleaved`) stays beside it, as information: its A/A floor is the
+host's noise, which decides no verdict.
 
 The harness's step also differs from the bare loop's in what the workload's settings
 choose (prefetching the next batch on a side stream, pinned memory): those are the
@@ -28,6 +36,7 @@ import time
 from collections.abc import Callable
 
 from trainbench import workloads
+from trainbench.bench import sync_count
 from trainbench.bench.interleaved import BareRunner, HarnessRunner
 from trainbench.bench.throughput_loops import _bare_step, release_device
 from trainbench.run.context import check_autocast_kernels, make_context
@@ -174,8 +183,38 @@ def operation_costs(loop, batch: dict, loss, stats: dict) -> list[dict]:
     return out
 
 
+# The harness's per-step additions, timed alone, may cost at most this share of the bare
+# loop's step (issue 36: the deterministic half of "the harness does not tax what it times").
+ADDITIONS_LIMIT = 0.01
+# Steps of the smaller counted block (the larger has twice as many): counts are exact.
+SYNC_STEPS = 10
+
+
+def verdict(case: dict) -> dict:
+    """Does the harness add no synchronization per step, and do its per-step additions
+    stay within :data:`ADDITIONS_LIMIT` of the bare loop's step? With the reasons."""
+    syncs = case["syncs_per_step"]
+    added = syncs["harness"] - syncs["bare"]
+    bare_us = case["step_ms_unprofiled"]["bare"] * 1e3
+    share = case["operations_us_per_step"] / bare_us
+    reasons = []
+    if added > 0:
+        reasons.append(f"the harness adds {added:g} synchronization(s) per step")
+    if share > ADDITIONS_LIMIT:
+        reasons.append(f"its per-step additions are {share:.2%} of the bare step "
+                       f"(limit {ADDITIONS_LIMIT:.0%})")  # fmt: skip
+    return {
+        "syncs_added_per_step": added,
+        "additions_share_of_bare_step": share,
+        "additions_limit": ADDITIONS_LIMIT,
+        "passed": not reasons,
+        "reasons": reasons,
+    }
+
+
 def measure_step_overhead(spec: dict, steps: int = 50) -> dict:
-    """The profile and the operation costs of one case (one process, shared parts)."""
+    """The profile, the operation costs and the synchronizations per step of one case
+    (one process, shared parts), with their :func:`verdict`."""
     ctx = make_context(spec)
     parts = workloads.get(spec["cell"]["workload"]).build_parts(ctx)
     check_autocast_kernels(parts.model, ctx)
@@ -190,6 +229,10 @@ def measure_step_overhead(spec: dict, steps: int = 50) -> dict:
         batch = next(harness.batches)
         loss, stats = harness.loop.train_step(batch, 1)
         costs = operation_costs(harness.loop, batch, loss, stats)
+        syncs = {
+            side: sync_count.per_step(runner.run, ctx.device, ctx.torch_device.type, SYNC_STEPS)
+            for side, runner in (("harness", harness), ("bare", bare))
+        }
     out = {
         "workload": spec["cell"]["workload"],
         "batch_size": spec["cell"]["batch_size"],
@@ -202,10 +245,20 @@ def measure_step_overhead(spec: dict, steps: int = 50) -> dict:
         "operations": costs,
         "operations_us_per_step": sum(row["us_per_step"] for row in costs),
         "timing_method": harness.loop.timer.method,
+        "syncs_per_step": {side: count["per_step"] for side, count in syncs.items()},
+        "syncs": syncs,
+        "syncs_counted_by": sync_count.method_text(ctx.torch_device.type),
     }
+    out["verdict"] = verdict(out)
     del harness, bare, parts
     release_device(ctx.torch_device)
     return out
 
 
-__all__ = ["measure_step_overhead", "operation_costs", "profile_steps"]
+__all__ = [
+    "ADDITIONS_LIMIT",
+    "measure_step_overhead",
+    "operation_costs",
+    "profile_steps",
+    "verdict",
+]

