@@ -165,3 +165,38 @@ def test_good_targets_pass():
         "mine": {"entry": "m:b", "target": {"metric": "anything", "value": 3}},
     }}  # fmt: skip
     assert target_problems(config) == []
+
+
+def test_per_device_batch_sizes_expand_and_fall_back_to_the_device_default():
+    from trainbench.config.matrix import DeviceVariant, all_batch_sizes, batch_sizes_for
+
+    config = {
+        "workloads": {"image_cnn": {"batch_sizes": {"cpu": [16], "cuda": [32, 256]}}},
+        "device_settings": {"mps": {"default_batch_size": 64}},
+    }
+    sizes = {
+        b: batch_sizes_for(config, "image_cnn", DeviceVariant(b, b)) for b in ("cpu", "cuda", "mps")
+    }
+    assert sizes == {"cpu": [16], "cuda": [32, 256], "mps": [64]}
+    assert all_batch_sizes(config["workloads"]["image_cnn"]) == [16, 32, 256]
+
+
+def test_a_device_is_judged_only_at_batch_sizes_its_baseline_ran():
+    from stats_helpers import cell
+    from trainbench.analysis.stats import publish
+
+    runs = pd.DataFrame(
+        cell("image_cnn", "cpu", 16, [100, 101, 102])
+        + cell("image_cnn", "cpu", 64, [300, 301, 302])
+        + cell("image_cnn", "cuda", 32, [900, 901, 902])
+        + cell("image_cnn", "cuda", 64, [2000, 2010, 2020])
+    )
+    verdicts = publish({"runs": runs}, {"image_cnn": ["cpu", "cuda"]})["verdicts"]
+    cuda = verdicts[verdicts["device"] == "cuda"].iloc[0]
+    # bs 64 is shared and decides; bs 32 (cuda's own) does not block the verdict.
+    assert "no run of cpu at bs 32" not in cuda["first_failing"]
+    only_own = runs[runs["batch_size"] != 64]
+    verdicts = publish({"runs": only_own}, {"image_cnn": ["cpu", "cuda"]})["verdicts"]
+    cuda = verdicts[verdicts["device"] == "cuda"].iloc[0]
+    assert cuda["status"] == "insufficient data"
+    assert "no batch size shared with the baseline cpu" in cuda["first_failing"]

@@ -40,6 +40,10 @@ size → not working; 7. the canary raised in an ok run → insufficient data
 missing) at a batch size → insufficient data; 9. a speed verdict disturbed →
 disturbed; 10. insufficient data → insufficient data; 11. slower or no clear
 difference at a batch size → not faster; 12. faster at every batch size → working.
+"Every batch size" means every batch size the baseline device also ran: with per-device
+batch sizes (``batch_sizes: {cpu: [16], cuda: [32]}``) a size only this device ran is
+compared by time to target (``best_setting``), and a device that shares none with the
+baseline is insufficient data, saying so.
 Runs without a canary (older records) are not judged on it. Never a median across
 batch sizes.
 """
@@ -347,6 +351,10 @@ def _verdict(
         return "not working", item, item
     if numerics.failure:
         return "not working", numerics.failure, numerics.failure
+    if not speed:
+        item = (f"no batch size shared with the baseline {base} (each has its own): the "
+                "best_setting table compares them by time to target")  # fmt: skip
+        return "insufficient data", item, item
     sizes = [r["batch_size"] for r in speed]
     found = _parity_item(parity, sizes)
     if found is None or found[0] != "not working":
@@ -355,6 +363,17 @@ def _verdict(
         if item is not None:
             return item[0], item[1], item[1]
     return "working", "", _working_text(n_ok, parity, speed)
+
+
+def _baseline_sizes(runs: pd.DataFrame, baselines: fr.Baselines) -> dict[str, set]:
+    """Per workload, the batch sizes at which its baseline device has any record: a
+    device is judged at those only (with per-device batch sizes, a size the baseline
+    never ran has nothing to be compared with)."""
+    out: dict[str, set] = {}
+    for w, g in runs.groupby("workload", sort=False):
+        base = fr.baseline_of(baselines, w)
+        out[str(w)] = set(g.loc[g["device"] == base, "batch_size"].tolist())
+    return out
 
 
 def _by_device(table: pd.DataFrame) -> dict[tuple, list[dict]]:
@@ -389,13 +408,17 @@ def verdicts_table(
     ops = fr.text(runs, "cpu_fallback_ops").to_numpy()
     numerics = _numerics_arrays(runs)
     rows = []
+    shared = _baseline_sizes(runs, baselines)
     for (w, d), idx in fr.groups(runs, ["workload", "device"]).items():
         base = fr.baseline_of(baselines, w)
         ok = idx[status[idx] == "ok"]
         checks = checks_of(*(f[ok] for f in flags), ops[ok])
         canary = numerics_of(*(a[ok] for a in numerics))
+        both = shared.get(w, set())  # per-device batch sizes: judged where both ran
+        speed = [r for r in speed_by.get((w, d), []) if r["batch_size"] in both]
+        parity = [r for r in parity_by.get((w, d), []) if r["batch_size"] in both]
         found = _verdict(d, base, status[idx], classes[idx], reasons[idx], checks, canary,
-                         parity_by.get((w, d), []), speed_by.get((w, d), []))  # fmt: skip
+                         parity, speed)  # fmt: skip
         state, first, text = found
         symbol = "❌" if state == "baseline" and first else SYMBOLS[state]
         rows.append({"workload": w, "device": d, "baseline": base, "status": state,
