@@ -70,12 +70,17 @@ VERIFICATION = ["workload", "device", "placement_pass", "autocast_pass", "fallba
 ENERGY = ["workload", "batch_size", "device", "n", "joules_per_sample", "samples_per_joule",
           "spj_low", "spj_high", "spj_interval", "verdict", "domains", "unavailable"]  # fmt: skip
 from trainbench.analysis.stats.breakdown import BREAKDOWN_TABLE_COLUMNS  # noqa: E402
+from trainbench.analysis.stats.targets import (  # noqa: E402
+    QUALITY_CURVE_COLUMNS,
+    TIME_TO_TARGET_COLUMNS,
+)
 
 COLUMNS = {
     "energy": ENERGY, "runs": RUNS, "epochs": EPOCHS, "matmul": MATMUL, "speedup": SPEEDUP,
     "eval_speed": SPEEDUP, "per_label": PER_LABEL, "memory": MEMORY, "crossover": CROSSOVER,
     "epoch_summary": EPOCH_SUMMARY, "matmul_summary": MATMUL_SUMMARY,
     "verification": VERIFICATION, "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
+    "quality_curve": QUALITY_CURVE_COLUMNS, "time_to_target": TIME_TO_TARGET_COLUMNS,
 }  # fmt: skip
 
 SIZES = {"image_cnn": [32, 128], "text_multilabel": [8, 32]}
@@ -235,7 +240,33 @@ def make_tables(
         [{"workload": "text_multilabel", "device": "mps", "fallback_pass": "False"}],
     )
     _step_breakdown(tables)
+    _targets(tables)
     return tables
+
+
+def _targets(tables: dict) -> None:
+    """quality_curve and time_to_target rows as trainbench.analysis.stats.targets writes
+    them: one censored cell (not reached), one open interval, one sooner."""
+    curve, times = [], []
+    cells = (("cpu", 16, 10.0, 3), ("cuda", 32, 1.0, 3), ("cuda", 256, 0.5, 1))
+    for device, bs, seconds, reached in cells:
+        for point in range(4):
+            curve.append({"workload": "image_cnn", "device": device, "batch_size": bs,
+                          "point": point, "epoch": point + 1, "repeats": 3,
+                          "train_seconds": seconds * (point + 1), "metric": "accuracy",
+                          "value": 0.3 + 0.15 * point, "value_min": 0.25 + 0.15 * point,
+                          "value_max": 0.35 + 0.15 * point, "target": 0.6})  # fmt: skip
+        median = seconds * 3 if reached > 1 else np.inf
+        times.append({"workload": "image_cnn", "device": device, "batch_size": bs,
+                      "metric": "accuracy", "target": 0.6, "direction": "≥",
+                      "eval_every": "epochs 1", "repeats": 3, "reached": reached,
+                      "median_s": median, "low": seconds * 2,
+                      "high": np.inf if reached < 3 else seconds * 4,
+                      "interval": "range of 3 runs", "speedup": 10.0 / seconds if device != "cpu" else 1.0,
+                      "verdict": {"cpu": "baseline", 32: "sooner", 256: "not reached"}.get(
+                          device if device == "cpu" else bs)})  # fmt: skip
+    tables["quality_curve"] = frame("quality_curve", curve)
+    tables["time_to_target"] = frame("time_to_target", times)
 
 
 def _step_breakdown(tables: dict) -> None:
@@ -301,7 +332,7 @@ def drawn(module, tables):
 def test_registry_names():
     assert FIGURE_NAMES == (
         "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
-        "step_breakdown",
+        "step_breakdown", "quality", "time_to_target",
     )  # fmt: skip
     assert tuple(FIGURES) == FIGURE_NAMES
     assert not (PACKAGE.parent / "figures.py").exists(), "the old figures.py module is back"
@@ -393,6 +424,8 @@ def _nothing_drawable() -> dict[str, pd.DataFrame]:
     t["step_breakdown"] = t["step_breakdown"].assign(
         data_wait_share=np.nan, host_issue_share=np.nan, device_busy=np.nan
     )
+    t["quality_curve"] = t["quality_curve"].assign(value=np.nan)
+    t["time_to_target"] = t["time_to_target"].assign(median_s=np.inf)
     return t
 
 

@@ -154,6 +154,9 @@ def build_time_to_target(tables: Mapping[str, pd.DataFrame], st: Style) -> Figur
     rows = _times(tables)
     if rows.empty:
         return message(title, "no time to target: the time_to_target table has no rows", st)
+    if not np.isfinite(rows["median_s"]).any():
+        return message(title, "no cell reached its target in the median repeat: see the "
+                       "time_to_target table for each cell's reason", st)  # fmt: skip
     workloads = data.sorted_str(rows["workload"])
     heights = [ROW_H * (rows["workload"] == w).sum() + 1.1 for w in workloads]
     fig = new_figure((7.5 + LEGEND_W, sum(heights) + 0.6), st)
