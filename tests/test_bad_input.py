@@ -418,8 +418,7 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
 OWN_MODEL = """
 import torch
 from torch import nn
-from trainbench.run.data import BatchTensorDataset, make_loader
-from trainbench.run.training import TrainingParts
+from trainbench import BatchTensorDataset, TrainingParts, make_loader
 
 
 def build(ctx):
