@@ -207,6 +207,37 @@ CASES = {
         ("bad.yaml line 4", "`workloads.mine.python_path[0]`", "'nowhere'", "Fix:"),
         configfiles=("bad.yaml",),
     ),
+    # -- names that become paths and wildcards (trainbench.config.names) -------------
+    "a workload name that climbs out of results/": Case(
+        {"bad.yaml": own("mod:build").replace("mine:", "../../../elsewhere:"), "own/mod.py": ""},
+        ("bad.yaml line 2", "`workloads`", "'../../../elsewhere'", "Fix: rename it"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload name with a slash": Case(
+        over("workloads:\n  my/model:\n    batch_sizes: [8]\n"),
+        ("bad.yaml line 2", "'my/model'", "e.g. to 'my_model'"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload name with a space and a dot": Case(
+        over(own("mod:build").replace("mine:", "'my model.v2':")),
+        ("bad.yaml line 2", "'my model.v2'", "Fix: rename it"),
+        configfiles=("bad.yaml",),
+    ),
+    "a run name that climbs out of results/": Case(
+        over("run_name: ../outside\n"),
+        ("bad.yaml line 1", "`run_name`", "'../outside'", "Fix: rename it"),
+        configfiles=("bad.yaml",),
+    ),
+    "a run name that is a path": Case(
+        over("run_name: /tmp/x\n"),
+        ("bad.yaml line 1", "`run_name`", "not one folder name", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload name given with --config": Case(
+        {},
+        ("--config", "'../x'", "Fix: rename it"),
+        config=("workloads={'../x': {}}",),
+    ),
     # -- paths the config names -------------------------------------------------------
     "an MNIST folder that does not exist": Case(
         over("workloads:\n  image_cnn:\n    data: {source: mnist_idx, path: nowhere}\n"),
@@ -488,3 +519,39 @@ def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, brok
     assert "broken_model:build" in error["message"] or broken == "tiny_data", error["message"]
     for fragment in BROKEN[broken]:
         assert fragment in error["message"], (fragment, error["message"])
+
+
+# -- names that would leave results/ (trainbench.config.names) ---------------------
+
+
+@pytest.mark.e2e
+def test_no_record_is_written_outside_results_whatever_the_workload_is_named(pristine, tmp_path):
+    """A real run (not a dry run) of a config whose own model is named to climb out of
+    results/: refused before any job, and no file appears anywhere outside the workflow
+    copy (nor a record inside it). The Python route is closed too: no cell, so no
+    record path, exists for such a name."""
+    import shutil
+
+    from trainbench import config as tbconfig
+
+    nest = tmp_path / "a" / "b" / "c"
+    workflow = nest / "wf"
+    shutil.copytree(pristine, workflow, symlinks=True)
+    shutil.copytree(REPO / "examples", workflow / "examples")
+    (workflow / "config.yaml").write_text(BASE)
+    escape = "../../../elsewhere"
+    (workflow / "bad.yaml").write_text(
+        f"workloads:\n  {escape}:\n    entry: 'my_model:build'\n    python_path: [examples]\n"
+        "    batch_sizes: [32]\n    epochs: 1\n"
+    )
+    before = {p for p in tmp_path.rglob("*") if workflow not in p.parents}
+    proc = run_snakemake(workflow, "--cores", "1", "--configfile", "bad.yaml", timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert f"has the name {escape!r}" in output and "Fix: rename it" in output, output
+    after = {p for p in tmp_path.rglob("*") if workflow not in p.parents}
+    assert after == before, sorted(map(str, after - before))
+    assert not list(workflow.rglob("metrics.json"))
+    assert not (workflow / "results").exists()
+    with pytest.raises(tbconfig.ConfigError, match="Fix: rename it"):
+        tbconfig.Cell(escape, "cpu", 32, 0)

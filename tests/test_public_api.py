@@ -131,9 +131,7 @@ def test_examples_and_docs_import_only_the_public_surface():
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if INTERNAL_IMPORT.search(line):
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
-    assert not found, "use `from trainbench import ...` (trainbench.__all__):\n" + "\n".join(
-        found
-    )
+    assert not found, "use `from trainbench import ...` (trainbench.__all__):\n" + "\n".join(found)
 
 
 def test_the_internal_import_finder_finds_one():
