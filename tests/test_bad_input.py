@@ -454,6 +454,8 @@ from trainbench import BatchTensorDataset, TrainingParts, make_loader
 
 def build(ctx):
     broken = ctx.workload_settings["settings"]["broken"]
+    if broken == "build_raises":
+        hidden = ctx.workload_settings["settings"]["hidden"]  # a setting the config lacks
     n = 8 if broken == "tiny_data" else 256
     x = torch.randn(n + 64, 8, generator=ctx.generator(1))
     y = (x.sum(dim=1) > 0).long()
@@ -462,6 +464,10 @@ def build(ctx):
     def evaluate(model, loader, ctx):
         if broken == "no_metrics":
             return {"samples": 64}
+        if broken == "outputs_differ":  # one more output in the float64 reference
+            extra = {"probe": torch.zeros(3)} if torch.get_default_dtype() == torch.float64 else {}
+            logits = torch.cat([model(b["x"].to(ctx.torch_device)) for b in loader])
+            return {"outputs": {"logits": logits, **extra}, "samples": 64}
         b = [{k: v.to(ctx.torch_device) for k, v in b.items()} for b in loader]
         hits = sum((model(d["x"]).argmax(1) == d["y"]).sum().item() for d in b)
         return {"metrics": {"accuracy": hits / 64}, "samples": 64}
@@ -479,6 +485,10 @@ def build(ctx):
         evaluate=evaluate,
         primary_metric="accuracy",
     )
+    if broken == "bare_loss":
+        parts["loss_fn"] = lambda model, b: nn.functional.cross_entropy(model(b["x"]), b["y"])
+    if broken == "outputs_differ":
+        parts["score"] = lambda outputs: {"accuracy": 0.5}
     if broken == "a_dict":
         return parts
     if broken == "model_is_a_function":
@@ -488,19 +498,25 @@ def build(ctx):
     return TrainingParts(**parts)
 """
 
+BAD = "bad_input"
 BROKEN = {
-    "a_dict": ("returned a builtins.dict, not trainbench.run.training.TrainingParts", "Fix:"),
-    "model_is_a_function": ("TrainingParts whose model is", "not a torch.nn.Module"),
-    "loader_is_a_number": ("whose train_loader is a builtins.int", "iterable of batches"),
-    "no_metrics": ("evaluate returned no metric 'accuracy'", "Fix:"),
-    "tiny_data": ("`workloads.mine.batch_sizes` has 16", "holds 8 samples", "not one full batch"),
-}
+    "a_dict": (BAD, "returned a builtins.dict, not trainbench.TrainingParts", "Fix:"),
+    "model_is_a_function": (BAD, "TrainingParts whose model is", "not a torch.nn.Module"),
+    "loader_is_a_number": (BAD, "whose train_loader is a builtins.int", "iterable of batches"),
+    "no_metrics": (BAD, "evaluate returned no metric 'accuracy'", "Fix:"),
+    "tiny_data": (BAD, "`workloads.mine.batch_sizes` has 16", "holds 8 samples", "one full batch"),
+    "bare_loss": (BAD, "loss_fn(model, batch) returned a torch.Tensor", "not (loss, stats)"),
+    "outputs_differ": (BAD, "evaluate(model, loader, ctx) returned outputs of another structure",
+                       "outputs.probe: absent on the device", "Fix:"),
+    "build_raises": ("build_failed", "build(ctx) raised KeyError: 'hidden'", "Fix:"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("broken", list(BROKEN))
-def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, broken):
-    """Each broken part gives a failed record of class bad_input whose message names
-    the entry and the contract it broke (never `unknown`, never an ok record)."""
+def test_an_own_model_that_breaks_the_contract_fails_under_a_named_class(tmp_path, broken):
+    """Each broken part gives a failed record of a named class (bad_input, build_failed)
+    whose message names the entry, the function and the contract it broke (never
+    `unknown`, never an ok record); the user's own traceback stays in the cell's log."""
     from helpers import tiny_config
     from trainbench import config as tbconfig
     from trainbench.run.launcher import run_cell
@@ -512,13 +528,19 @@ def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, brok
              "settings": {"broken": broken}}  # fmt: skip
     config = tbconfig.validate_config(tiny_config(devices=["cpu"], workloads={"mine": entry}))
     spec = tbconfig.cell_spec(config, tbconfig.Cell("mine", "cpu", 16, 0))
+    spec["eval_parity"] = True  # the evaluation comparison, as on a device not the baseline
     record = run_cell(spec, tmp_path / "metrics.json", tmp_path / "cell.log")
     assert record["status"] == "failed", record.get("result", {}).get("eval_parity")
     error = record["error"]
-    assert error["class"] == "bad_input", error
+    error_class, *fragments = BROKEN[broken]
+    assert error["class"] == error_class, error
     assert "broken_model:build" in error["message"] or broken == "tiny_data", error["message"]
-    for fragment in BROKEN[broken]:
+    for fragment in fragments:
         assert fragment in error["message"], (fragment, error["message"])
+    if broken == "build_raises":  # the user's line, in the log and the record's traceback
+        line = 'hidden = ctx.workload_settings["settings"]["hidden"]'
+        assert "broken_model.py" in error["traceback"] and line in error["traceback"]
+        assert line in (tmp_path / "cell.log").read_text()
 
 
 # -- names that would leave results/ (trainbench.config.names) ---------------------
