@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -67,14 +66,14 @@ def source_fingerprint(root: Path = PROJECT_ROOT) -> str:
     return digest.hexdigest()
 
 
-def code_identity(root: Path = PROJECT_ROOT, commit: Callable[[], str] | None = None) -> dict:
-    """``{"version", "source_sha256", "git_commit", "dirty", "label"}``: ``git_commit``
-    and ``dirty`` are None where there is no git to ask (``commit`` returns the
-    commit, ``-dirty`` appended when tracked files changed, or ``unknown``)."""
+def code_identity(commit: str = "unknown", root: Path = PROJECT_ROOT) -> dict:
+    """``{"version", "source_sha256", "git_commit", "dirty", "label"}``; ``commit`` is
+    what :func:`trainbench.run.environment.git_commit` found (``-dirty`` appended when
+    tracked files changed; ``unknown`` without git): ``git_commit`` and ``dirty`` are
+    then None."""
     version, source = package_version(root), source_fingerprint(root)
-    found = commit() if commit is not None else "unknown"
-    head = None if found in ("", "unknown") else found.removesuffix("-dirty")
-    dirty = None if head is None else found.endswith("-dirty")
+    head = None if commit in ("", "unknown") else commit.removesuffix("-dirty")
+    dirty = None if head is None else commit.endswith("-dirty")
     return {
         "version": version,
         "source_sha256": source,
