@@ -79,12 +79,6 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",
     "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
-    # The public import surface (lazy re-exports, deprecated old paths) and the code's
-    # name in a record (version, source fingerprint, commit): neither changes a number.
-    "scripts/trainbench/__init__.py",
-    "scripts/trainbench/data.py",
-    "scripts/trainbench/training.py",
-    "scripts/trainbench/common/code_identity.py",
 )
 # What a rendered run keeps besides its records (paths relative to the results folder).
 RENDERED = ("report.md", "reports/*.md", "tables/*.csv", "tables/*.md", "figures/*.png")
