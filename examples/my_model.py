@@ -2,8 +2,7 @@
 
 import torch
 from torch import nn
-from trainbench.run.data import BatchTensorDataset, make_loader
-from trainbench.run.training import TrainingParts
+from trainbench import BatchTensorDataset, TrainingParts, make_loader
 
 
 def build(ctx):

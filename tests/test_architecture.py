@@ -23,6 +23,9 @@ LAYERS = {
     "offline": 5,
 }
 MAX_ROOT_ENTRIES = 12
+# Beside the layers, the root holds the public surface (``__init__.py``: ``from trainbench
+# import ...``) and the old own-model import paths, kept as deprecated re-exports.
+ROOT_MODULES = {"__init__.py", "data.py", "training.py"}
 MAX_UPWARD_IMPORTS = 1
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
@@ -125,7 +128,7 @@ def test_the_package_root_holds_the_layers_as_folders():
     )
     assert len(entries) <= MAX_ROOT_ENTRIES, entries
     assert set(LAYERS) <= set(entries), sorted(set(LAYERS) - set(entries))
-    strays = [e for e in entries if e not in LAYERS]
+    strays = [e for e in entries if e not in LAYERS and e not in ROOT_MODULES]
     assert not strays, f"{strays}: put them in a layer (docs/architecture.md)"
 
 

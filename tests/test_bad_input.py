@@ -207,6 +207,37 @@ CASES = {
         ("bad.yaml line 4", "`workloads.mine.python_path[0]`", "'nowhere'", "Fix:"),
         configfiles=("bad.yaml",),
     ),
+    # -- names that become paths and wildcards (trainbench.config.names) -------------
+    "a workload name that climbs out of results/": Case(
+        {"bad.yaml": own("mod:build").replace("mine:", "../../../elsewhere:"), "own/mod.py": ""},
+        ("bad.yaml line 2", "`workloads`", "'../../../elsewhere'", "Fix: rename it"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload name with a slash": Case(
+        over("workloads:\n  my/model:\n    batch_sizes: [8]\n"),
+        ("bad.yaml line 2", "'my/model'", "e.g. to 'my_model'"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload name with a space and a dot": Case(
+        over(own("mod:build").replace("mine:", "'my model.v2':")),
+        ("bad.yaml line 2", "'my model.v2'", "Fix: rename it"),
+        configfiles=("bad.yaml",),
+    ),
+    "a run name that climbs out of results/": Case(
+        over("run_name: ../outside\n"),
+        ("bad.yaml line 1", "`run_name`", "'../outside'", "Fix: rename it"),
+        configfiles=("bad.yaml",),
+    ),
+    "a run name that is a path": Case(
+        over("run_name: /tmp/x\n"),
+        ("bad.yaml line 1", "`run_name`", "not one folder name", "Fix:"),
+        configfiles=("bad.yaml",),
+    ),
+    "a workload name given with --config": Case(
+        {},
+        ("--config", "'../x'", "Fix: rename it"),
+        config=("workloads={'../x': {}}",),
+    ),
     # -- paths the config names -------------------------------------------------------
     "an MNIST folder that does not exist": Case(
         over("workloads:\n  image_cnn:\n    data: {source: mnist_idx, path: nowhere}\n"),
@@ -418,12 +449,13 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
 OWN_MODEL = """
 import torch
 from torch import nn
-from trainbench.run.data import BatchTensorDataset, make_loader
-from trainbench.run.training import TrainingParts
+from trainbench import BatchTensorDataset, TrainingParts, make_loader
 
 
 def build(ctx):
     broken = ctx.workload_settings["settings"]["broken"]
+    if broken == "build_raises":
+        hidden = ctx.workload_settings["settings"]["hidden"]  # a setting the config lacks
     n = 8 if broken == "tiny_data" else 256
     x = torch.randn(n + 64, 8, generator=ctx.generator(1))
     y = (x.sum(dim=1) > 0).long()
@@ -432,6 +464,10 @@ def build(ctx):
     def evaluate(model, loader, ctx):
         if broken == "no_metrics":
             return {"samples": 64}
+        if broken == "outputs_differ":  # one more output in the float64 reference
+            extra = {"probe": torch.zeros(3)} if torch.get_default_dtype() == torch.float64 else {}
+            logits = torch.cat([model(b["x"].to(ctx.torch_device)) for b in loader])
+            return {"outputs": {"logits": logits, **extra}, "samples": 64}
         b = [{k: v.to(ctx.torch_device) for k, v in b.items()} for b in loader]
         hits = sum((model(d["x"]).argmax(1) == d["y"]).sum().item() for d in b)
         return {"metrics": {"accuracy": hits / 64}, "samples": 64}
@@ -449,6 +485,10 @@ def build(ctx):
         evaluate=evaluate,
         primary_metric="accuracy",
     )
+    if broken == "bare_loss":
+        parts["loss_fn"] = lambda model, b: nn.functional.cross_entropy(model(b["x"]), b["y"])
+    if broken == "outputs_differ":
+        parts["score"] = lambda outputs: {"accuracy": 0.5}
     if broken == "a_dict":
         return parts
     if broken == "model_is_a_function":
@@ -458,19 +498,25 @@ def build(ctx):
     return TrainingParts(**parts)
 """
 
+BAD = "bad_input"
 BROKEN = {
-    "a_dict": ("returned a builtins.dict, not trainbench.run.training.TrainingParts", "Fix:"),
-    "model_is_a_function": ("TrainingParts whose model is", "not a torch.nn.Module"),
-    "loader_is_a_number": ("whose train_loader is a builtins.int", "iterable of batches"),
-    "no_metrics": ("evaluate returned no metric 'accuracy'", "Fix:"),
-    "tiny_data": ("`workloads.mine.batch_sizes` has 16", "holds 8 samples", "not one full batch"),
-}
+    "a_dict": (BAD, "returned a builtins.dict, not trainbench.TrainingParts", "Fix:"),
+    "model_is_a_function": (BAD, "TrainingParts whose model is", "not a torch.nn.Module"),
+    "loader_is_a_number": (BAD, "whose train_loader is a builtins.int", "iterable of batches"),
+    "no_metrics": (BAD, "evaluate returned no metric 'accuracy'", "Fix:"),
+    "tiny_data": (BAD, "`workloads.mine.batch_sizes` has 16", "holds 8 samples", "one full batch"),
+    "bare_loss": (BAD, "loss_fn(model, batch) returned a torch.Tensor", "not (loss, stats)"),
+    "outputs_differ": (BAD, "evaluate(model, loader, ctx) returned outputs of another structure",
+                       "outputs.probe: absent on the device", "Fix:"),
+    "build_raises": ("build_failed", "build(ctx) raised KeyError: 'hidden'", "Fix:"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("broken", list(BROKEN))
-def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, broken):
-    """Each broken part gives a failed record of class bad_input whose message names
-    the entry and the contract it broke (never `unknown`, never an ok record)."""
+def test_an_own_model_that_breaks_the_contract_fails_under_a_named_class(tmp_path, broken):
+    """Each broken part gives a failed record of a named class (bad_input, build_failed)
+    whose message names the entry, the function and the contract it broke (never
+    `unknown`, never an ok record); the user's own traceback stays in the cell's log."""
     from helpers import tiny_config
     from trainbench import config as tbconfig
     from trainbench.run.launcher import run_cell
@@ -482,10 +528,52 @@ def test_an_own_model_that_breaks_the_contract_fails_as_bad_input(tmp_path, brok
              "settings": {"broken": broken}}  # fmt: skip
     config = tbconfig.validate_config(tiny_config(devices=["cpu"], workloads={"mine": entry}))
     spec = tbconfig.cell_spec(config, tbconfig.Cell("mine", "cpu", 16, 0))
+    spec["eval_parity"] = True  # the evaluation comparison, as on a device not the baseline
     record = run_cell(spec, tmp_path / "metrics.json", tmp_path / "cell.log")
     assert record["status"] == "failed", record.get("result", {}).get("eval_parity")
     error = record["error"]
-    assert error["class"] == "bad_input", error
+    error_class, *fragments = BROKEN[broken]
+    assert error["class"] == error_class, error
     assert "broken_model:build" in error["message"] or broken == "tiny_data", error["message"]
-    for fragment in BROKEN[broken]:
+    for fragment in fragments:
         assert fragment in error["message"], (fragment, error["message"])
+    if broken == "build_raises":  # the user's line, in the log and the record's traceback
+        line = 'hidden = ctx.workload_settings["settings"]["hidden"]'
+        assert "broken_model.py" in error["traceback"] and line in error["traceback"]
+        assert line in (tmp_path / "cell.log").read_text()
+
+
+# -- names that would leave results/ (trainbench.config.names) ---------------------
+
+
+@pytest.mark.e2e
+def test_no_record_is_written_outside_results_whatever_the_workload_is_named(pristine, tmp_path):
+    """A real run (not a dry run) of a config whose own model is named to climb out of
+    results/: refused before any job, and no file appears anywhere outside the workflow
+    copy (nor a record inside it). The Python route is closed too: no cell, so no
+    record path, exists for such a name."""
+    import shutil
+
+    from trainbench import config as tbconfig
+
+    nest = tmp_path / "a" / "b" / "c"
+    workflow = nest / "wf"
+    shutil.copytree(pristine, workflow, symlinks=True)
+    shutil.copytree(REPO / "examples", workflow / "examples")
+    (workflow / "config.yaml").write_text(BASE)
+    escape = "../../../elsewhere"
+    (workflow / "bad.yaml").write_text(
+        f"workloads:\n  {escape}:\n    entry: 'my_model:build'\n    python_path: [examples]\n"
+        "    batch_sizes: [32]\n    epochs: 1\n"
+    )
+    before = {p for p in tmp_path.rglob("*") if workflow not in p.parents}
+    proc = run_snakemake(workflow, "--cores", "1", "--configfile", "bad.yaml", timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert f"has the name {escape!r}" in output and "Fix: rename it" in output, output
+    after = {p for p in tmp_path.rglob("*") if workflow not in p.parents}
+    assert after == before, sorted(map(str, after - before))
+    assert not list(workflow.rglob("metrics.json"))
+    assert not (workflow / "results").exists()
+    with pytest.raises(tbconfig.ConfigError, match="Fix: rename it"):
+        tbconfig.Cell(escape, "cpu", 32, 0)

@@ -50,10 +50,10 @@ COLUMNS = {
     "verdicts": "workload device baseline status symbol first_failing text batch_sizes",
     "warnings": "kind workload device batch_size rep detail",
     "overview": "workload kind baseline devices records ok failed unavailable repeats_min "
-    "repeats_max commits",
+    "repeats_max code",
     "attention": "status workload device error_class detail cells batch_sizes",
     "environments": "host os cpu_model logical_cores gpu_models device device_name python torch "
-    "packages git_commit slurm_job_ids",
+    "packages git_commit code slurm_job_ids",
     "skipped": "record reason",
     "cell_time": " ".join(STATS_COLUMNS["cell_time"]),
 }
@@ -190,15 +190,15 @@ def scenario(kind: str = "range", warnings: bool = True) -> dict[str, list[dict]
         "overview": [
             {"workload": ic, "kind": "training", "baseline": "cpu", "devices": "cpu;cuda;mps",
              "records": 14, "ok": 12, "failed": 0, "unavailable": 2, "repeats_min": 3,
-             "repeats_max": 3, "commits": "abc123"},
+             "repeats_max": 3, "code": "abc123"},
             {"workload": "matmul", "kind": "microbenchmark", "baseline": "cpu",
              "devices": "cpu;mps", "records": 4, "ok": 3, "failed": 1, "unavailable": 0,
-             "repeats_min": 3, "repeats_max": 3, "commits": "abc123"},
+             "repeats_min": 3, "repeats_max": 3, "code": "abc123"},
             {"workload": tm, "kind": "training", "baseline": "cuda", "devices": "cuda;mps",
              "records": 6, "ok": 6, "failed": 0, "unavailable": 0, "repeats_min": 3,
-             "repeats_max": 3, "commits": "abc123"},
+             "repeats_max": 3, "code": "abc123"},
             {"workload": "(all)", "records": 24, "ok": 21, "failed": 1, "unavailable": 2,
-             "commits": "abc123"},
+             "code": "abc123"},
         ],
         "cell_time": [
             {"device": "cpu", "cells": 6, "without_breakdown": 0, "median_cell_seconds": 12.5,

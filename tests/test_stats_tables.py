@@ -513,7 +513,7 @@ def test_overview_and_attention_grouping():
     assert ov.loc["a", ["records", "ok", "failed", "unavailable"]].tolist() == [7, 3, 2, 2]
     assert (ov.loc["b", "repeats_min"], ov.loc["b", "repeats_max"]) == (2, 2)
     assert ov.loc["matmul", "kind"] == "microbenchmark" and ov.loc["a", "kind"] == "training"
-    assert ov.loc["(all)", "records"] == 14 and ov.loc["(all)", "commits"] == "abc123;c2"
+    assert ov.loc["(all)", "records"] == 14 and ov.loc["(all)", "code"] == "abc123;c2"
 
 
 def test_matmul_summary_and_crossover_by_verdicts():

@@ -129,6 +129,7 @@ def environment_row(record: Mapping | RecordView) -> dict:
         "torch": env.torch_version,
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(env.packages.items()) if k != "torch"),
         "git_commit": env.git_commit,
+        "code": env.code_label,
         "slurm_job_id": env.slurm_job_id,
     }
 

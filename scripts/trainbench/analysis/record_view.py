@@ -56,9 +56,19 @@ class Environment:
     torch_version: str | None = None
     packages: Mapping[str, str] = field(default_factory=dict)
     git_commit: str | None = None
+    code: Mapping[str, Any] = field(default_factory=dict)  # trainbench.common.code_identity
     slurm_job_id: str | int | None = None
     config_hash: str | None = None
     run_seed: int | None = None
+
+    @property
+    def code_label(self) -> str | None:
+        """The code that made the record (a record written before it was named: its
+        commit, where it had one)."""
+        label = self.code.get("label") if isinstance(self.code, Mapping) else None
+        if label:
+            return str(label)
+        return f"git {self.git_commit[:10]}" if self.git_commit not in (None, "unknown") else None
 
 
 @dataclass(frozen=True)

@@ -266,11 +266,11 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
     """The index report (results/report.md) from the published tables in ``inputs``."""
     t = load(inputs)
     total = next((r for r in t["overview"] if r.get("workload") == ALL), None)
-    commits = [c for c in field_text(total or {}, "commits").split(";") if c and c != MISSING]
+    codes = [c for c in field_text(total or {}, "code").split(";") if c and c != MISSING]
     context = {
         **_shared(t, inputs, output, WORKLOAD),
         "records_line": _counts_text(total),
-        "code": f" Code: {', '.join(f'`{c}`' for c in commits)}." if commits else "",
+        "code": f" Code: {'; '.join(f'`{c}`' for c in codes)}." if codes else "",
         "skipped": [{k: escape_cell(text_of(v)) for k, v in r.items()} for r in t["skipped"]],
         "verdicts": verdict_lines(t),
         "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s") + BOUNDS),

@@ -316,7 +316,7 @@ CELL_TIME = cols(
 ENVIRONMENT = cols(
     ("host", "host"), ("device", "device"), ("device name", "device_name"), ("CPU", "cpu_model"),
     ("cores", "logical_cores", "i"), ("OS", "os"), ("Python", "python"), ("torch", "torch"),
-    ("other packages", "packages"), ("commit", lambda r: field_text(r, "git_commit")[:12]),
+    ("other packages", "packages"), ("code", "code"),
     ("Slurm jobs", "slurm_job_ids"),
 )  # fmt: skip
 LABELS = KEYS + cols(

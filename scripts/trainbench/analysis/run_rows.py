@@ -59,7 +59,7 @@ RUN_COLUMNS = [
     "numerics_first_failed_error", "numerics_first_failed_tolerance", "numerics_message",
     "model_name", "parameters", "gradient_accumulation", "effective_batch_size", "epochs",
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
-    "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "config_hash",
+    "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "code", "config_hash",
     "run_seed", *WALL_COLUMNS, *BREAKDOWN_COLUMNS, *EVAL_PARITY_COLUMNS,
     "record",
 ]  # fmt: skip
@@ -333,6 +333,7 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         "slurm_job_id": env.slurm_job_id,
         "torch_version": env.torch_version,
         "git_commit": env.git_commit,
+        "code": env.code_label,
         "config_hash": env.config_hash,
         "run_seed": env.run_seed,
         **_wall_facts(r.wall_time),

@@ -27,6 +27,7 @@ ERROR_CLASSES = (
     "dtype",
     "placement",
     "accelerator_error",
+    "build_failed",
     "signal",
     "timeout",
     "nan_loss",

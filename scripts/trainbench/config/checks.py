@@ -17,6 +17,7 @@ from trainbench.config.matrix import (
     device_variants,
     iter_device_ids,
 )
+from trainbench.config.names import name_problem
 from trainbench.config.registry import WORKLOADS
 from trainbench.config.targets import target_problems
 
@@ -321,6 +322,9 @@ def unknown_workload_problems(config: dict) -> list[str]:
     workloads = config.get("workloads")
     if not isinstance(workloads, dict):
         return []
+    unsafe = [problem for name in workloads if (problem := name_problem("workloads", name))]
+    if unsafe:  # a name that would leave results/ first: adding an entry cannot fix it
+        return unsafe
     return [
         f"`workloads.{name}` is not a bundled workload ({', '.join(WORKLOADS)}). Fix: "
         "correct the name, or add `entry: module:function` for your own model "

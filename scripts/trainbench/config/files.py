@@ -288,6 +288,8 @@ def _check_content(layer: ConfigLayer) -> None:
         if error.validator == "additionalProperties":
             extra = sorted(set(error.instance) - set(error.schema.get("properties", {})), key=str)
             path = (*path, extra[0]) if extra else path
+        elif "propertyNames" in error.relative_schema_path:  # the name's own line
+            path = (*path, error.instance)
         layer.refuse(path, describe_error(error))
     # A workload's settings are checked by several parts of the schema (allOf): one
     # wrong type there is one problem, not one per part.

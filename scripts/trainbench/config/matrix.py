@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainbench.config.device_ids import DeviceId
+from trainbench.config.names import name_problem
 from trainbench.config.schema import ConfigError
 
 # torch.compile compiles on the first call and reduce-overhead records CUDA graphs
@@ -50,6 +51,20 @@ class Cell:
     device: str
     batch_size: int
     rep: int
+
+    def __post_init__(self) -> None:
+        # The cell's folder under results/runs/: never a name that leaves it (the
+        # config check refuses one before any job; this holds for any other caller).
+        problem = name_problem("workloads", self.workload)
+        if problem:
+            raise ConfigError(problem)
+        if (
+            not DeviceId.is_valid(self.device)
+            or DeviceId.parse(self.device).column.format() != self.device
+        ):
+            raise ConfigError(
+                f"{self.device!r} is not a device column of the matrix (cpu-t4, cuda-compile, ...)"
+            )
 
     @property
     def relpath(self) -> str:

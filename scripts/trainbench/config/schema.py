@@ -19,6 +19,7 @@ from typing import Any
 
 import jsonschema
 import yaml
+from trainbench.config.names import name_problem, safe_suggestion
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 
@@ -145,6 +146,14 @@ def describe_error(error: jsonschema.ValidationError) -> str:
         return f"`{key}` has repeated items: {_short(value)}."
     if validator == "minProperties":
         return f"`{key}` is empty; name at least one entry."
+    if validator == "pattern" and "propertyNames" in error.relative_schema_path:
+        return name_problem(key, value) or f"`{key}`: {error.message}"
+    if validator == "pattern" and key == "run_name":
+        return (
+            f"`run_name` is {_short(value)}, not one folder name under results/ (a letter or "
+            "digit, then letters, digits, `.`, `_` or `-`). Fix: rename it, e.g. to "
+            f"{safe_suggestion(str(value))!r}."
+        )
     if validator == "pattern":
         form = error.schema.get("description") or f"the pattern {error.validator_value}"
         return f"`{key}` is {_short(value)}, not of the form {form} Fix: write it in that form."

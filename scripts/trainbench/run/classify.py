@@ -1,7 +1,8 @@
 """Classify how a cell died, from what the child reported and what it left behind.
 
 Order (first match wins): bad_input -> oom -> compile_failed -> unsupported_op -> dtype ->
-placement -> accelerator_error -> signal -> timeout -> nan_loss -> unknown. The patterns are
+placement -> accelerator_error -> build_failed -> signal -> timeout -> nan_loss -> unknown
+(a ``build()`` that ran out of memory is ``oom``: its message is matched first). The patterns are
 the messages PyTorch prints on CUDA and MPS (see docs/measurement-reference.md).
 """
 
@@ -139,6 +140,8 @@ def classify(
         return Classification("placement", hint)
     if names & {"AcceleratorError"} or _search(ACCELERATOR_PATTERNS, *texts):
         return Classification("accelerator_error", hint)
+    if names & {"BuildFailedError"}:  # the workload's build(ctx) raised (parts_contract)
+        return Classification("build_failed", hint)
     if returncode is not None and returncode < 0:
         return Classification("signal", hint)
     if timed_out:

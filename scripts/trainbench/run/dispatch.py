@@ -16,7 +16,8 @@ def run_workload(ctx: Any) -> dict:
     from trainbench.run import wall_time
 
     wall_time.mark("workload_start")
-    from trainbench.run.parts_contract import check_full_batch, check_parts
+    from trainbench.run.context import DeviceUnavailable
+    from trainbench.run.parts_contract import build_failed, check_full_batch, check_parts
     from trainbench.run.training import run_training
 
     name, settings = ctx.spec["cell"]["workload"], ctx.workload_settings
@@ -29,7 +30,12 @@ def run_workload(ctx: Any) -> dict:
             return module.run(ctx)
     build = load_entry(found.entry, settings.get("python_path") or ["."])
     wall_time.mark("entry_loaded")
-    parts = build(ctx)
+    try:
+        parts = build(ctx)
+    except DeviceUnavailable:  # the workload says the device cannot run it: unavailable
+        raise
+    except Exception as exc:  # class build_failed (or oom, ...: its message is kept)
+        raise build_failed(exc, ctx) from exc
     check_parts(parts, ctx)  # an own model's contract, named in a bad_input record
     check_full_batch(parts, ctx)
     wall_time.mark("parts_built")

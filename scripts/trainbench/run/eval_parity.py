@@ -57,6 +57,7 @@ import numpy as np
 import torch
 from trainbench.run.canary import TOLERANCES, precision_of, relative_error
 from trainbench.run.data import to_device
+from trainbench.run.parts_contract import CONTRACT, BadInputError, entry_name
 from trainbench.run.precision import cast_floats, default_dtype
 
 if TYPE_CHECKING:
@@ -133,6 +134,34 @@ def compare_outputs(device: Any, reference: Any) -> dict:
         "outputs_compared": len(got),
         "mismatched": mismatched,
     }
+
+
+def check_same_structure(device: Any, reference: Any, ctx: Any, key: str) -> None:
+    """``evaluate`` gave the same structure on the device and in the reference (the same
+    output paths, each of the same shape and kind): else its result depends on where it
+    ran, and the two cannot be compared."""
+
+    def shapes(value: Any) -> dict[str, tuple]:
+        found = {}
+        for path, leaf in leaves(value, key):
+            tensor = leaf if isinstance(leaf, torch.Tensor) else torch.as_tensor(np.asarray(leaf))
+            found[path] = (tuple(tensor.shape), tensor.is_floating_point())
+        return found
+
+    got, want = shapes(device), shapes(reference)
+    differs = [
+        f"{path}: {got.get(path, 'absent')} on the device, {want.get(path, 'absent')} in the reference"
+        for path in sorted(set(got) | set(want))
+        if got.get(path) != want.get(path)
+    ]
+    if differs:
+        raise BadInputError(
+            f"{entry_name(ctx)}: evaluate(model, loader, ctx) returned {key} of another "
+            f"structure on the device than in the float64 reference on the CPU "
+            f"({'; '.join(differs[:3])}{' ...' if len(differs) > 3 else ''}) (shape, floating). "
+            f"Fix: return the same {key} wherever it runs, e.g. no device-dependent keys "
+            f"or shapes ({CONTRACT})."
+        )
 
 
 def corrupt_outputs(value: Any, size: float) -> Any:
@@ -298,6 +327,7 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
         reference_side = reference_evaluation(loop, final, torch.float32, batches)
     has_outputs = "outputs" in device_side
     key = "outputs" if has_outputs else "metrics"
+    check_same_structure(device_side.get(key), reference_side.get(key), loop.ctx, key)
     compared = compare_outputs(device_side.get(key), reference_side.get(key))
     metric = loop.parts.primary_metric
     got = _finite(_metrics(loop, device_side).get(metric))
@@ -399,6 +429,8 @@ def run(loop: TrainingLoop, final: FinalEvaluation | None) -> dict | None:
         return {"status": "error", "error": "no final evaluation was kept", "method": METHOD}
     try:
         return measure(loop, final)
+    except BadInputError:  # the workload's evaluate broke its contract: the cell's error
+        raise
     except Exception as exc:  # the cell's measurement is complete; say what failed
         return {
             "status": "error",

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainbench.common.code_identity import code_identity
 from trainbench.common.records import SCHEMA_VERSION, write_record
 from trainbench.config import FAULTS_ENV
 from trainbench.config.registry import WORKLOADS
@@ -345,6 +346,8 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     environment = host_facts()
     environment.update(child.get("child_environment") or final.get("child_environment") or {})
     environment["git_commit"] = git_commit()
+    # The code that ran, named even without .git: version, source fingerprint, commit.
+    environment["code"] = code_identity(environment["git_commit"])
     environment["config_hash"] = spec.get("config_hash")
     environment["seed"] = spec.get("seed")
     environment["run_seed"] = spec.get("run_seed")

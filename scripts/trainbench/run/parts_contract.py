@@ -3,13 +3,16 @@ anything is timed: a wrong part becomes a failed record of class ``bad_input`` w
 message names the entry, the part and the contract it broke — never ``unknown``,
 never a traceback from deep inside the loop, never a silent acceptance.
 
-The contract (``TrainingParts``, trainbench/run/training.py; examples/my_model.py):
+The contract (``trainbench.TrainingParts``; docs/configuration.md, examples/my_model.py):
 ``build(ctx)`` returns a ``TrainingParts`` whose ``model`` is an ``nn.Module``,
 ``optimizer`` a ``torch.optim.Optimizer``, ``train_loader`` and ``eval_loader``
 iterables with a length (batches per pass), ``loss_fn`` and ``evaluate`` callables,
 ``primary_metric`` a name; the training split holds at least one full batch (a
 record would otherwise claim a batch size that never ran); ``evaluate`` returns a
-mapping with ``metrics`` (holding ``primary_metric``) or ``outputs`` for ``score``.
+mapping with ``metrics`` (holding ``primary_metric``) or ``outputs`` for ``score``,
+of the same structure on the device and in the float64 reference; ``loss_fn`` returns
+``(loss, stats)``: a scalar tensor and a dict of tensors. ``build(ctx)`` raising is
+class ``build_failed``, with the user's traceback kept.
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from typing import Any
 import torch
 from trainbench.run.parts import TrainingParts
 
-CONTRACT = "see TrainingParts in trainbench/run/training.py and examples/my_model.py"
+CONTRACT = "the contract: docs/configuration.md#your-own-model, examples/my_model.py"
 
 
 class BadInputError(ValueError):
     """The cell's input breaks a contract (class ``bad_input`` in the record)."""
+
+
+class BuildFailedError(RuntimeError):
+    """The workload's ``build(ctx)`` raised (class ``build_failed``); the exception it
+    raised is chained (``from``), so its traceback stays in the cell's log."""
 
 
 def entry_name(ctx: Any) -> str:
@@ -43,7 +51,7 @@ def check_parts(parts: Any, ctx: Any) -> None:
     who = entry_name(ctx)
     if not isinstance(parts, TrainingParts):
         raise BadInputError(
-            f"{who} returned {_kind(parts)}, not trainbench.run.training.TrainingParts. "
+            f"{who} returned {_kind(parts)}, not trainbench.TrainingParts. "
             f"Fix: return TrainingParts(model=..., optimizer=..., ...) ({CONTRACT})."
         )
     checks: list[tuple[str, bool, str]] = [
@@ -107,3 +115,39 @@ def check_evaluation(evaluation: Any, parts: Any, ctx: Any, score: Callable | No
             f"{found}). Fix: return {{'metrics': {{{parts.primary_metric!r}: value, ...}}, "
             f"'samples': n}}, or outputs with a score function ({CONTRACT})."
         )
+
+
+def build_failed(exc: Exception, ctx: Any) -> BuildFailedError:
+    """The error for a ``build(ctx)`` that raised ``exc`` (raise it ``from exc``)."""
+    return BuildFailedError(
+        f"{entry_name(ctx)}: build(ctx) raised {type(exc).__name__}: {exc}. build(ctx) must "
+        f"return TrainingParts ({CONTRACT}). Fix: the traceback above, in the cell's log, "
+        "shows the line of your code that raised."
+    )
+
+
+def check_loss_output(output: Any, ctx: Any) -> None:
+    """``loss_fn(model, batch)`` returned ``(loss, stats)``: a tensor of one element and
+    a mapping of tensors (checked on the first step, before anything is summed)."""
+    pair = isinstance(output, tuple | list) and len(output) == 2
+    loss, stats = output if pair else (None, None)
+    if (
+        pair
+        and isinstance(loss, torch.Tensor)
+        and loss.numel() == 1
+        and isinstance(stats, Mapping)
+        and all(isinstance(v, torch.Tensor) for v in stats.values())
+    ):
+        return
+    got = (
+        f"({_kind(loss)} of {loss.numel()} elements, {_kind(stats)})"
+        if pair and isinstance(loss, torch.Tensor)
+        else f"({_kind(loss)}, {_kind(stats)})"
+        if pair
+        else _kind(output)
+    )
+    raise BadInputError(
+        f"{entry_name(ctx)}: loss_fn(model, batch) returned {got}, not (loss, stats): a "
+        "one-element loss tensor and a dict of tensors to sum over the epoch. Fix: return "
+        f"`loss, {{}}` when there are no stats ({CONTRACT})."
+    )

@@ -33,7 +33,7 @@ from trainbench.run.measurement import (
     window_phase,
 )
 from trainbench.run.parts import CompileFailedError, NonFiniteLossError, TrainingParts
-from trainbench.run.parts_contract import check_evaluation, check_full_batch
+from trainbench.run.parts_contract import check_evaluation, check_full_batch, check_loss_output
 from trainbench.run.quality import QualityCurve, eval_cadence, train_in_stretches
 from trainbench.run.trackers import (
     EVAL,
@@ -169,9 +169,11 @@ class TrainingLoop:
             with torch.autocast(
                 device_type=self.device.type, dtype=self.autocast_dtype, enabled=self.amp.enabled
             ):
-                loss, stats = self.loss_fn(self.parts.model, batch)
+                output = self.loss_fn(self.parts.model, batch)
                 if self.global_step == 0:
+                    check_loss_output(output, self.ctx)  # (loss, stats), named if not
                     self._autocast_flag = torch.is_autocast_enabled(self.device.type)
+                loss, stats = output
         except Exception as exc:
             if self.compile_mode and is_compile_error(exc):
                 raise CompileFailedError(

@@ -5,8 +5,9 @@ kind ("training" when the workload has samples_per_s values or epochs rows, else
 "microbenchmark"); baseline; devices (config order, then any others sorted,
 ";"-joined); records, ok, failed, unavailable (records by status); repeats_min,
 repeats_max (the fewest / most ok records of any device × batch size cell with ok
-records); commits (distinct git_commit values, sorted, ";"-joined). The "(all)" row
-sums records, ok, failed and unavailable and lists every commit; its other columns are
+records); code (the distinct code that made the records: version, source fingerprint
+and git commit, trainbench.common.code_identity; sorted, ";"-joined). The "(all)" row
+sums records, ok, failed and unavailable and lists every code; its other columns are
 empty.
 
 ``attention`` — failed and unavailable records, grouped: status; workload; device;
@@ -26,7 +27,7 @@ from trainbench.analysis.stats import frames as fr
 
 OVERVIEW_COLUMNS = [
     "workload", "kind", "baseline", "devices", "records", "ok", "failed", "unavailable",
-    "repeats_min", "repeats_max", "commits", "setup",
+    "repeats_min", "repeats_max", "code", "setup",
 ]  # fmt: skip
 ATTENTION_COLUMNS = [
     "status",
@@ -50,7 +51,9 @@ def overview_table(
     runs = fr.prepare_runs(runs)
     kinds = dict(kinds) if kinds is not None else fr.workload_kinds(runs)
     devices = devices or {}
-    commits = fr.text(runs, "git_commit")
+    # The code that made each record (trainbench.common.code_identity); tables made
+    # before records named it: the commit.
+    codes = fr.text(runs, "code" if "code" in runs else "git_commit")
     rows = []
     for workload in sorted(set(runs["workload"]) | set(kinds)):
         g = runs[runs["workload"] == workload]
@@ -69,16 +72,14 @@ def overview_table(
                 "unavailable": int((status == "unavailable").sum()),
                 "repeats_min": int(per_cell.min()) if len(per_cell) else pd.NA,
                 "repeats_max": int(per_cell.max()) if len(per_cell) else pd.NA,
-                "commits": ";".join(sorted(set(commits[g.index]) - {""})),
+                "code": ";".join(sorted(set(codes[g.index]) - {""})),
                 # what was measured: data set and model, from the records (trainbench.analysis.setups)
                 "setup": " | ".join(sorted(set(fr.text(g, "setup_text")) - {""})),
             }  # fmt: skip
         )
     if rows:
         total = {k: sum(r[k] for r in rows) for k in ("records", "ok", "failed", "unavailable")}
-        rows.append(
-            {"workload": "(all)", **total, "commits": ";".join(sorted(set(commits) - {""}))}
-        )
+        rows.append({"workload": "(all)", **total, "code": ";".join(sorted(set(codes) - {""}))})
     table = fr.frame(rows, OVERVIEW_COLUMNS)
     for column in ("repeats_min", "repeats_max"):
         table[column] = pd.to_numeric(table[column]).astype("Int64")
