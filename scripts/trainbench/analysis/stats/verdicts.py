@@ -326,7 +326,16 @@ def _working_text(ok_runs: int, parity: list[dict], speed: list[dict]) -> str:
 
 
 def _verdict(
-    device, base, status, classes, reasons, checks, numerics: Numerics, parity, speed
+    device,
+    base,
+    status,
+    classes,
+    reasons,
+    checks,
+    numerics: Numerics,
+    parity,
+    speed,
+    unshared: bool = False,
 ) -> tuple[str, str, str]:
     """(status, first_failing, text) of one device of a workload."""
     if (status == "unavailable").all():
@@ -351,7 +360,7 @@ def _verdict(
         return "not working", item, item
     if numerics.failure:
         return "not working", numerics.failure, numerics.failure
-    if not speed:
+    if unshared:
         item = (f"no batch size shared with the baseline {base} (each has its own): the "
                 "best_setting table compares them by time to target")  # fmt: skip
         return "insufficient data", item, item
@@ -415,10 +424,11 @@ def verdicts_table(
         checks = checks_of(*(f[ok] for f in flags), ops[ok])
         canary = numerics_of(*(a[ok] for a in numerics))
         both = shared.get(w, set())  # per-device batch sizes: judged where both ran
-        speed = [r for r in speed_by.get((w, d), []) if r["batch_size"] in both]
+        every_speed = speed_by.get((w, d), [])
+        speed = [r for r in every_speed if r["batch_size"] in both]
         parity = [r for r in parity_by.get((w, d), []) if r["batch_size"] in both]
         found = _verdict(d, base, status[idx], classes[idx], reasons[idx], checks, canary,
-                         parity, speed)  # fmt: skip
+                         parity, speed, unshared=bool(every_speed) and not speed)  # fmt: skip
         state, first, text = found
         symbol = "❌" if state == "baseline" and first else SYMBOLS[state]
         rows.append({"workload": w, "device": d, "baseline": base, "status": state,
