@@ -165,7 +165,9 @@ def build_time_to_target(tables: Mapping[str, pd.DataFrame], st: Style) -> Figur
         panel = rows[rows["workload"] == workload]
         _time_panel(ax, panel)
         first = panel.iloc[0]
-        ax.set_title(f"{workload}: {first['metric']} {first['direction']} {compact(first['target'])}")
+        ax.set_title(
+            f"{workload}: {first['metric']} {first['direction']} {compact(first['target'])}"
+        )
     notes = [
         "dot: median training time to the\ntarget over repeats",
         kinds_note("whisker", rows["interval"]),
@@ -176,7 +178,9 @@ def build_time_to_target(tables: Mapping[str, pd.DataFrame], st: Style) -> Figur
     return finish_with_legend(fig, handles, notes, title)
 
 
-def quality_figure(tables: Mapping[str, pd.DataFrame], out_path: str | os.PathLike, **style) -> None:
+def quality_figure(
+    tables: Mapping[str, pd.DataFrame], out_path: str | os.PathLike, **style
+) -> None:
     """Quality against training time per workload, device and batch size, from the
     ``quality_curve`` table. Style keywords: dpi, font_scale, title."""
     render(out_path, style, lambda st: build_quality(tables, st))
