@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from trainbench.run.training import TrainingLoop
 
 MARK_PREFIX = "quality_"
+# What the epoch row holds of an epoch that ends without an evaluation pass.
+NO_EVALUATION = {"seconds": None, "samples": None, "cold": None, "metrics": None}
 METHOD = (
     "one point per evaluation pass during training (timing.eval_every), taken after the "
     "pass: train_seconds = the timed training regions' seconds so far (synchronized at "

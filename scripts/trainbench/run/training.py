@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 from tqdm import tqdm
-from trainbench.run import eval_parity, step_breakdown, wall_time
+from trainbench.run import eval_parity, quality, step_breakdown, wall_time
 from trainbench.run.classify import COMPILE_ERROR_NAMES
 from trainbench.run.context import RunContext, check_autocast_kernels
 from trainbench.run.data import batch_size_of, staged_batches
@@ -34,7 +34,6 @@ from trainbench.run.measurement import (
 )
 from trainbench.run.parts import CompileFailedError, NonFiniteLossError, TrainingParts
 from trainbench.run.parts_contract import check_evaluation, check_full_batch, check_loss_output
-from trainbench.run.quality import QualityCurve, eval_cadence, train_in_stretches
 from trainbench.run.trackers import (
     EVAL,
     TRAIN,
@@ -51,8 +50,6 @@ from trainbench.run.training_result import loop_result
 
 # At most this many extension regions (each re-measures the window first).
 MAX_EXTENSION_REGIONS = 5
-# An epoch that ends without an evaluation pass (timing.eval_every).
-_NO_EVALUATION = {"seconds": None, "samples": None, "cold": None, "metrics": None}
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -130,8 +127,8 @@ class TrainingLoop:
         # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
         self._keep = _detached_copy if self.compile_mode else _detached
         # How often training stops for an evaluation pass (timing.eval_every).
-        self.eval_unit, self.eval_every = eval_cadence(ctx.spec)
-        self.quality = QualityCurve(self.eval_unit, self.eval_every)
+        self.eval_unit, self.eval_every = quality.eval_cadence(ctx.spec)
+        self.quality = quality.QualityCurve(self.eval_unit, self.eval_every)
         self.step_seconds: list[list[float]] = []  # one list per configured epoch
         self.step_losses: list[list[float]] = []  # the same steps' losses
         # Timed regions after the last epoch that lengthen a window below the minimum
@@ -247,7 +244,7 @@ class TrainingLoop:
         train_metrics = parts.train_metrics(sums, samples) if parts.train_metrics else {}
         if parts.scheduler is not None:
             parts.scheduler.step()
-        evaluation = self.evaluate(epoch) if self.evaluates_after(epoch) else _NO_EVALUATION
+        evaluation = self.evaluate(epoch) if self.evaluates_after(epoch) else quality.NO_EVALUATION
         row = {
             "epoch": epoch,
             "train_loss": mean_loss,
@@ -276,7 +273,7 @@ class TrainingLoop:
         one region per stretch between evaluations (:func:`.quality.train_in_stretches`)."""
         if self.eval_unit != "steps":
             return self.train_steps(epoch, self.steps_per_epoch)
-        return train_in_stretches(self, epoch)
+        return quality.train_in_stretches(self, epoch)
 
     def train_steps(
         self, epoch: int, steps: int, batches: Iterator[dict] | None = None, start: int = 0
