@@ -92,3 +92,34 @@ def test_tf32_off_restores_every_setting():
     after = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32,
              torch.get_float32_matmul_precision())  # fmt: skip
     assert after == before
+
+
+@pytest.fixture
+def as_cuda_float32(monkeypatch):
+    """A CUDA float32 cell (matmuls in float32, cuDNN's TF32 allowed: PyTorch's
+    defaults), its evaluation run on the CPU with the kernels stood in for."""
+    monkeypatch.setattr(eval_parity, "tolerance_of", lambda ctx: ("float32", 1e-4))
+    monkeypatch.setattr(eval_parity, "fault_size", lambda ctx: None)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+
+    def on_cuda(loop):
+        loop.device = SimpleNamespace(type="cuda")  # what tf32_possible reads
+        return loop
+
+    return on_cuda
+
+
+def test_a_float32_cell_beyond_float32_is_rechecked_when_cudnn_tf32_is_allowed(as_cuda_float32):
+    # clip on an H100: 1.6e-4 to 2.0e-4 from float64 through cuDNN's TF32 convolutions,
+    # judged at float32's 1e-4 (the float32 class sees the matmuls only)
+    found = measured(as_cuda_float32(make_loop(off_by_with_tf32=2e-4)))
+    assert found["precision"] == "float32" and found["worst"] > 1e-4
+    assert found["status"] == "pass" and found["tf32"]["status"] == "pass"
+    found = measured(as_cuda_float32(make_loop(off_by_with_tf32=2e-4, off_by_always=1e-3)))
+    assert found["status"] == "fail" and found["tf32"]["status"] == "fail"
+
+
+def test_a_float32_cell_off_cuda_gets_no_recheck(as_tf32, monkeypatch):
+    monkeypatch.setattr(eval_parity, "tolerance_of", lambda ctx: ("float32", 1e-4))
+    found = measured(make_loop(off_by_with_tf32=2e-4))
+    assert found["status"] == "fail" and found["tf32"] is None

@@ -335,6 +335,14 @@ def time_to_target_table(
             verdict, reason = _judge(
                 device, base, mine, ref, ratio, disturbed if device != base else []
             )
+            if (
+                verdict == INSUFFICIENT
+                and ref is None
+                and (base, batch_size) not in cells.keys
+                and device != base
+            ):
+                reason = (f"{base} ran no cell at bs {batch_size} (each device its own batch "
+                          "sizes): best_setting compares the devices across batch sizes")  # fmt: skip
             rows.append({**row, **{k: v for k, v in mine.items() if k != "times"},
                          "baseline_median_s": ref["median_s"] if ref else np.nan,
                          **ratio_cols, "verdict": verdict, "reason": reason})  # fmt: skip
