@@ -195,6 +195,7 @@ def test_a_device_is_judged_only_at_batch_sizes_its_baseline_ran():
     cuda = verdicts[verdicts["device"] == "cuda"].iloc[0]
     # bs 64 is shared and decides; bs 32 (cuda's own) does not block the verdict.
     assert "no run of cpu at bs 32" not in cuda["first_failing"]
+    assert "32 ran on cuda alone" in cuda["text"]
     only_own = runs[runs["batch_size"] != 64]
     verdicts = publish({"runs": only_own}, {"image_cnn": ["cpu", "cuda"]})["verdicts"]
     cuda = verdicts[verdicts["device"] == "cuda"].iloc[0]

@@ -430,6 +430,10 @@ def verdicts_table(
         found = _verdict(d, base, status[idx], classes[idx], reasons[idx], checks, canary,
                          parity, speed, unshared=bool(every_speed) and not speed)  # fmt: skip
         state, first, text = found
+        alone = sorted({int(r["batch_size"]) for r in every_speed} - both)
+        if alone and speed:  # per-device batch sizes: say which were not compared
+            text += (f" (of the batch sizes {base} ran too; {fr.sizes_text(alone)} ran on {d} "
+                     "alone: best_setting compares by time to target)")  # fmt: skip
         symbol = "❌" if state == "baseline" and first else SYMBOLS[state]
         rows.append({"workload": w, "device": d, "baseline": base, "status": state,
                      "symbol": symbol, "first_failing": first, "text": text,
