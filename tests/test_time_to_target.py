@@ -201,3 +201,13 @@ def test_a_device_is_judged_only_at_batch_sizes_its_baseline_ran():
     cuda = verdicts[verdicts["device"] == "cuda"].iloc[0]
     assert cuda["status"] == "insufficient data"
     assert "no batch size shared with the baseline cpu" in cuda["first_failing"]
+
+
+def test_a_disturbed_repeat_makes_the_best_setting_comparison_disturbed():
+    quality, runs = _tables([("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)])
+    runs.loc[(runs["device"] == "cuda") & (runs["rep"] == 1), "disturbed"] = True
+    best = best_setting_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
+    cuda = best[best["backend"] == "cuda"].iloc[0]
+    assert cuda["verdict"] == "disturbed" and "cuda rep 1" in cuda["reason"]
+    same = time_to_target_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
+    assert same.loc[same["device"] == "cuda", "verdict"].item() == "disturbed"

@@ -46,7 +46,7 @@ Figures draw it; nothing else is computed from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -303,6 +303,20 @@ class _Cells:
         }
 
 
+def _workload_cells(
+    quality: pd.DataFrame | None,
+    runs: pd.DataFrame,
+    targets: Mapping[str, Mapping | None],
+    workloads: list[str],
+) -> Iterator[tuple[str, _Cells]]:
+    """Each workload with its cells (outcomes and stats against its resolved target)."""
+    runs = fr.prepare_runs(runs)
+    quality = quality if quality is not None else pd.DataFrame()
+    resolved = resolve_targets(targets, runs)
+    for workload in workloads:
+        yield workload, _Cells(workload, quality, runs, resolved.get(workload))
+
+
 def time_to_target_table(
     quality: pd.DataFrame | None,
     runs: pd.DataFrame,
@@ -311,12 +325,8 @@ def time_to_target_table(
     workloads: list[str],
 ) -> pd.DataFrame:
     """The ``time_to_target`` table; see the module docstring."""
-    runs = fr.prepare_runs(runs)
-    quality = quality if quality is not None else pd.DataFrame()
-    resolved = resolve_targets(targets, runs)
     rows = []
-    for workload in workloads:
-        cells = _Cells(workload, quality, runs, resolved.get(workload))
+    for workload, cells in _workload_cells(quality, runs, targets, workloads):
         base = fr.baseline_of(baselines, workload)
         problem = cells.unusable_reason()
         for device, batch_size in cells.keys:
@@ -396,12 +406,8 @@ def best_setting_table(
     workloads: list[str],
 ) -> pd.DataFrame:
     """The ``best_setting`` table; see the module docstring."""
-    runs = fr.prepare_runs(runs)
-    quality = quality if quality is not None else pd.DataFrame()
-    resolved = resolve_targets(targets, runs)
     rows = []
-    for workload in workloads:
-        cells = _Cells(workload, quality, runs, resolved.get(workload))
+    for workload, cells in _workload_cells(quality, runs, targets, workloads):
         base_device = fr.baseline_of(baselines, workload)
         base_backend = backend_of(base_device) if base_device else None
         backends = sorted(
@@ -436,7 +442,8 @@ def best_setting_table(
                 reason = f"the baseline {base_backend} reaches the target at none of its settings"
             else:
                 base_label = f"{ref_key[0]} bs {ref_key[1]}" if ref_key else str(base_backend)
-                verdict, reason = _judge(label, base_label, mine, ref, ratio, [])
+                disturbed = cells.disturbed.get(key, []) + cells.disturbed.get(ref_key, [])
+                verdict, reason = _judge(label, base_label, mine, ref, ratio, disturbed)
             rows.append({**row, "device": key[0], "batch_size": key[1],
                          **{k: mine[k] for k in ("repeats", "reached", "median_s", "low", "high",
                                                  "interval", "wall_median_s", "samples_median")},
