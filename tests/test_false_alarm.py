@@ -71,3 +71,11 @@ def test_a_speedup_row_says_which_phase_its_windows_cover():
         "differs: cuda epochs 2-3: mined, mps whole run"
     )
     assert windows_cover(runs.drop(columns="window_phase"), ("t", 64, "cuda"), "cpu") == ""
+
+
+def test_a_fault_column_in_the_same_runs_is_no_row_of_the_sweep():
+    found = results()
+    fault = dict(found["comparisons"][0], column="fault3%", kind="fault")
+    found["comparisons"].append(fault)
+    found["columns"]["fault3%"] = {"describe": "1 thread, silent_numeric_error size 0.03"}
+    assert [r["column"] for r in fa.rows(found)] == ["cuda-bf16-staged"]

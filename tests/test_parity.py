@@ -166,6 +166,8 @@ def test_the_evaluation_comparison_fails_a_device_and_is_needed_to_pass_one():
     t = synthetic()
     t.device("evalbug", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99],
              eval_parity_status="fail", eval_parity_error_ratio=98.0,
+             eval_parity_precision="float32", eval_parity_error=5e-3, eval_parity_floor=1.6e-6,
+             eval_parity_envelope=5.1e-5, eval_parity_decided_by="the floor",
              eval_parity_metric_difference=-0.02)  # fmt: skip
     t.device("evaltwin", [None] * 3, BASE_METRIC, BASE_LOSS, eval_parity_status="fail",
              eval_parity_error_ratio=120.0)  # fmt: skip
@@ -177,6 +179,8 @@ def test_the_evaluation_comparison_fails_a_device_and_is_needed_to_pass_one():
     assert bug["parity"] == "fail" and bug["eval_error_ratio"] == 98.0
     assert bug["eval_metric_diff"] == -0.02 and bug["eval_repeats"] == 3
     assert bug["rule"].startswith("evaluation differs from CPU float64 in 3 of 3 repeats")
+    assert ("error 0.005 (relative RMSE), float32 floor 1.60e-06, float32 envelope 5.10e-05, "
+            "ratio 98") in bug["rule"], bug["rule"]  # fmt: skip
     assert one(table, "evaltwin")["parity"] == "fail"
     old = one(table, "old")
     assert old["drift_within"] and old["eval_parity"] == "not run"
@@ -187,7 +191,8 @@ def test_the_evaluation_comparison_fails_a_device_and_is_needed_to_pass_one():
     verdicts = verdicts_table(frame(t.runs), pd.DataFrame(), table, {"w": "cpu"}, ["w"])
     bug_verdict = verdicts[verdicts["device"] == "evalbug"].iloc[0]
     assert bug_verdict["status"] == "not working"
-    assert "evaluation outputs differ from CPU float64 (98x the tolerance)" in bug_verdict["text"]
+    assert ("evaluation outputs differ from CPU float64 (98x the float32 envelope: error 0.005, "
+            "float32 floor 1.60e-06)") in bug_verdict["text"]  # fmt: skip
 
 
 def test_five_pairs_use_a_bootstrap_interval_of_the_median():
@@ -354,6 +359,8 @@ def cells(tmp_path_factory):
                 ]
             spec = tbconfig.cell_spec(cfg, tbconfig.Cell("image_cnn", "cpu", 32, rep), str(data))
             spec["eval_parity"] = role.startswith("eval-")  # cpu is the baseline here
+            if role == "eval-clean":  # the benchmarks' sweep, after the clean comparison
+                spec["eval_fault_sizes"] = [0.001, 0.01]
             folder = root / f"{role}-{seed}-{rep}"
             record = run_cell(spec, folder / "metrics.json", folder / "cell.log")
             done[role, seed, rep] = {**run_row(record, str(folder)), "the_record": record}
@@ -379,13 +386,27 @@ def test_an_eval_only_fault_leaves_training_alone_and_fails_the_evaluation_compa
     steps = [r["the_record"]["result"]["steps"]["losses"] for r in (clean, faulted)]
     assert steps[0] == steps[1]  # training untouched, bit for bit
     assert clean["numerics_status"] == faulted["numerics_status"] == "pass"
-    assert clean["eval_parity_status"] == "pass", clean["the_record"]["result"]["eval_parity"]
-    assert clean["eval_parity_error"] < 1e-5 and clean["eval_parity_tolerance"] == 1e-4
+    parity = clean["the_record"]["result"]["eval_parity"]
+    assert clean["eval_parity_status"] == "pass", parity
+    # the device is the CPU in float32 here: its error is the network's float32 floor
+    assert (
+        clean["eval_parity_precision"] == "float32"
+        and clean["eval_parity_decided_by"] == "the floor"
+    )
+    assert 0 < clean["eval_parity_error"] == clean["eval_parity_floor"] < 1e-5
+    assert clean["eval_parity_envelope"] == pytest.approx(17 * clean["eval_parity_floor"] + 2**-24)
+    assert clean["eval_parity_error_ratio"] < 1 / 17
     assert clean["eval_parity_metric_difference"] == 0.0
-    assert clean["eval_parity_reference"] == "CPU float64"
+    assert (
+        clean["eval_parity_reference"] == "CPU float64"
+        and parity["floor_reference"] == "CPU float32"
+    )
+    assert [s["size"] for s in parity["fault_sweep"]] == [0.001, 0.01]
+    assert [s["status"] for s in parity["fault_sweep"]] == ["fail", "fail"]  # ~5e-4 and 5e-3
     found = faulted["the_record"]["result"]["eval_parity"]
-    assert found["status"] == "fail" and found["error_over_tolerance"] > 100, found
+    assert found["status"] == "fail" and found["ratio"] > 100, found
     assert found["worst_output"] == "outputs[0]" and found["samples"] == 128
+    assert found["fault_sweep"] is None  # only where the spec asks for it
     assert cells("clean", 100, 0)["eval_parity_status"] is None  # the baseline: not run
     phases = clean["the_record"]["wall_time"]["phases"]
     assert 0 < phases["eval_parity"] == pytest.approx(clean["eval_parity_seconds"])

@@ -210,7 +210,7 @@ def test_a_failed_run_leaves_fewer_pairs():
 
 
 def test_workload_code_hash_covers_the_modules_the_workload_imports(tmp_path):
-    from trainbench.bench.parity_power import workload_code_sha256
+    from trainbench.bench.provenance import workload_code_sha256
 
     (tmp_path / "mine.py").write_text("from .mine_model import Net\nfrom . import common\n")
     (tmp_path / "mine_model.py").write_text("from .layers import Block\n")
@@ -244,7 +244,7 @@ def test_tiny_benchmark_end_to_end(tmp_path):
 
 
 def test_resume_drops_the_runs_of_a_workload_whose_code_or_settings_changed():
-    from trainbench.bench.parity_power import drop_changed_workloads
+    from trainbench.bench.provenance import drop_changed_workloads
 
     runs = [{"workload": "a", "rep": 0}, {"workload": "b", "rep": 0}, {"workload": "b", "rep": 1}]
     old = {"config": {"workload_code_sha256": {"a": "1", "b": "2"},
@@ -260,3 +260,57 @@ def test_resume_drops_the_runs_of_a_workload_whose_code_or_settings_changed():
     settings = {**same, "workloads": {"a": {"lr": 2}, "b": {"lr": 1}}}
     kept, notes = drop_changed_workloads(old, settings)
     assert kept["runs"] == runs[1:] and "1 earlier runs of a" in notes[0]
+
+
+def sweep_run(rep: int, error: float, floor: float, faulted: dict, precision: str = "bfloat16",
+              autocast: str | None = "bfloat16") -> dict:  # fmt: skip
+    """A run row of a column with an evaluation fault sweep: its clean output and, per
+    size, the faulted one (relative RMSE, and the max-norm error the earlier rule read)."""
+
+    def out(e: float, worst: float) -> list[dict]:
+        return [
+            {"path": "outputs", "elements": 4096, "error": e, "floor": floor, "max_error": worst}
+        ]
+
+    return {"workload": "w", "batch_size": 32, "column": "bf16", "rep": rep, "status": "ok",
+            "autocast_dtype": autocast, "eval_parity_precision": precision,
+            "eval_outputs": out(error, 2 * error),
+            "eval_fault_sweep": [{"size": s, "outputs": out((error**2 + (s / 2) ** 2) ** 0.5, worst)}
+                                 for s, worst in faulted.items()]}  # fmt: skip
+
+
+def test_the_eval_power_finds_the_smallest_fault_caught_in_every_repeat():
+    from trainbench.bench import eval_power
+
+    floor = 2e-7  # bfloat16 envelope at m = 1.1: 1.1 * 2**16 * 2e-7 + 2**-8 = 0.0183
+    faulted = {0.01: 0.01, 0.03: 0.03, 0.05: 0.049, 0.08: 0.079}  # max-norm ~ ε: 5e-2 catches at 8%
+    runs = [sweep_run(k, 3e-3, floor, faulted) for k in range(3)]
+    (found,) = eval_power.eval_power(runs)
+    assert found["repeats"] == 3 and found["precision"] == "bfloat16"
+    chosen = found["allowances"]["m"]
+    assert chosen["false_alarms"] == 0 and chosen["clean_ratio"] == pytest.approx(
+        3e-3 / 0.0183, rel=0.01
+    )
+    assert chosen["smallest_caught"] == 0.05  # ε/2 = 2.5% > 1.83%; 3% gives 1.5%: not caught
+    assert found["allowances"]["m × 0.5"]["smallest_caught"] == 0.03
+    assert found["earlier"] == {"false_alarms": 0, "smallest_caught": 0.08}
+    # one repeat that misses a size: that size is not caught in every repeat
+    runs[1]["eval_fault_sweep"][2]["outputs"][0]["error"] = 0.01
+    assert eval_power.eval_power(runs)[0]["allowances"]["m"]["smallest_caught"] == 0.08
+    text = "\n".join(eval_power.markdown(eval_power.eval_power(runs)))
+    assert "| w | 32 | bf16 | bfloat16 | 3 |" in text and "8% (bfloat16 tolerance)" in text
+
+
+def test_a_sweep_column_asks_its_cells_for_the_sweep(tmp_path):
+    from trainbench.bench.false_alarm import CPU_COLUMNS, CUDA_COLUMNS
+
+    config = parity_power.load_config(_config(tmp_path))
+    sweeping = {c.name: c for c in CPU_COLUMNS}["bf16"]
+    spec = parity_power.job_spec(
+        config, parity_power.Job("image_cnn", 32, "bf16", 0), sweeping, None
+    )
+    assert spec["eval_fault_sizes"] == list(parity_power.EVAL_SWEEP) and spec["faults"] == []
+    clean = {c.name: c for c in CPU_COLUMNS}["clean"]
+    spec = parity_power.job_spec(config, parity_power.Job("image_cnn", 32, "clean", 0), clean, None)
+    assert "eval_fault_sizes" not in spec
+    assert all(c.eval_sweep for c in CUDA_COLUMNS)

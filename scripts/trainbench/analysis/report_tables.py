@@ -259,7 +259,9 @@ PARITY = KEYS + cols(
     ("paired difference", _parity_ci("metric")), ("gross margin", "metric_margin", "n"),
     ("final loss", "final_loss", "n"), ("loss paired difference", _parity_ci("loss", True)),
     ("loss gross margin", "loss_margin", "%"), ("eval vs float64", "eval_parity"),
-    ("eval error / tolerance", "eval_error_ratio", "n"),
+    ("eval precision", "eval_precision"), ("eval error (relative RMSE)", "eval_error", "n"),
+    ("eval float32 floor", "eval_floor", "n"), ("eval envelope", "eval_envelope", "n"),
+    ("eval error / envelope", "eval_error_ratio", "n"), ("eval decided by", "eval_decided_by"),
     ("eval metric difference", "eval_metric_diff", "n"), ("parity", "parity"), ("rule", "rule"),
 )  # fmt: skip
 REPEATS = KEYS + cols(

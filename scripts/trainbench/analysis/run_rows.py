@@ -31,12 +31,14 @@ BREAKDOWN_COLUMNS = [
     "bd_steps", "bd_seconds", "bd_data_wait_s", "bd_host_issue_s", "bd_step_s",
     "bd_device_s", "bd_kernel_s", "bd_cpu_s", "bd_threads", "bd_error",
 ]  # fmt: skip
-# The final weights evaluated on the device and by the CPU in float64 (trainbench.run.eval_parity).
+# The final weights evaluated on the device and by the CPU in float64 and float32
+# (trainbench.run.eval_parity): the worst output's error, floor, envelope and ratio.
 EVAL_PARITY_COLUMNS = [
-    "eval_parity_status", "eval_parity_error", "eval_parity_tolerance",
-    "eval_parity_error_ratio", "eval_parity_metric_difference", "eval_parity_reference",
-    "eval_parity_seconds", "eval_parity_message", "eval_parity_tf32_status",
-    "eval_parity_tf32_error",
+    "eval_parity_status", "eval_parity_precision", "eval_parity_precision_reason",
+    "eval_parity_error", "eval_parity_floor", "eval_parity_envelope", "eval_parity_error_ratio",
+    "eval_parity_decided_by", "eval_parity_output", "eval_parity_metric_difference",
+    "eval_parity_reference", "eval_parity_seconds", "eval_parity_floor_seconds",
+    "eval_parity_message",
 ]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
@@ -51,8 +53,8 @@ RUN_COLUMNS = [
     "primary_metric", "higher_is_better", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
     *ENERGY_COLUMNS,
-    "torch_threads", "autocast_dtype", "tf32_matmul", "tf32_cudnn", "float32_matmul_precision",
-    "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
+    "torch_threads", "autocast_dtype", "tf32_matmul", "tf32_cudnn", "tf32_override",
+    "float32_matmul_precision", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
     "numerics_status", "numerics_failed_ops", "numerics_max_rel_error", "numerics_max_error_ratio",
@@ -170,6 +172,7 @@ def _verification_facts(verification: Mapping, settings: Mapping) -> dict:
         "autocast_dtype": amp.get("dtype"),
         "tf32_matmul": settings.get("tf32_matmul"),
         "tf32_cudnn": settings.get("tf32_cudnn"),
+        "tf32_override": settings.get("tf32_override"),
         "float32_matmul_precision": settings.get("float32_matmul_precision"),
         "grad_scaler": amp.get("scaler"),
         "all_on_device": verification.get("all_on_device"),
@@ -245,16 +248,17 @@ def _breakdown_facts(breakdown: Mapping | None) -> dict:
 def _eval_parity_facts(parity: Mapping | None) -> dict:
     """The evaluation comparison (trainbench.run.eval_parity); absent: none ran."""
     p = parity or {}
-    keys = {"eval_parity_status": "status", "eval_parity_error": "worst",
-            "eval_parity_tolerance": "tolerance", "eval_parity_error_ratio": "error_over_tolerance",
+    keys = {"eval_parity_status": "status", "eval_parity_precision": "precision",
+            "eval_parity_error": "device_error", "eval_parity_floor": "floor",
+            "eval_parity_envelope": "envelope", "eval_parity_error_ratio": "ratio",
+            "eval_parity_decided_by": "decided_by", "eval_parity_output": "worst_output",
             "eval_parity_metric_difference": "metric_difference",
-            "eval_parity_reference": "reference", "eval_parity_seconds": "seconds"}  # fmt: skip
+            "eval_parity_reference": "reference", "eval_parity_seconds": "seconds",
+            "eval_parity_floor_seconds": "floor_seconds"}  # fmt: skip
     facts = {column: p.get(key) for column, key in keys.items()}
+    facts["eval_parity_precision_reason"] = "; ".join(p.get("precision_reasons") or []) or None
     problems = [*(p.get("mismatched") or []), *([p["error"]] if p.get("error") else [])]
     facts["eval_parity_message"] = "; ".join(problems)[:500] or None
-    tf32 = p.get("tf32") or {}  # the re-check with TF32 off (trainbench.run.eval_parity)
-    facts["eval_parity_tf32_status"] = tf32.get("status")
-    facts["eval_parity_tf32_error"] = tf32.get("worst")
     return facts
 
 

@@ -17,8 +17,9 @@ parity against CPU float64):
 A row is one workload × batch size × column; it is a **false alarm** when its parity
 outcome is anything but ``pass`` or ``identical`` (a ``fail``, or no decision). Each
 row reports its margins: ``drift_ratio`` (the device's loss error ÷ its precision's
-envelope, the interval's high end), ``eval_ratio`` (the worst evaluation output error
-÷ its tolerance), ``metric_ratio`` and ``loss_ratio`` (the paired difference's
+envelope, the interval's high end), ``eval_ratio`` (the worst evaluation output's
+error ÷ its envelope, built on the network's float32 floor; with ``eval_precision``,
+``eval_error``, ``eval_floor`` and ``eval_decided_by`` beside it), ``metric_ratio`` and ``loss_ratio`` (the paired difference's
 largest magnitude ÷ the gross check's margin), and ``worst_ratio``, the largest: under
 1 passes. Each row also gets a speed verdict against the baseline (samples/s, range of
 the 3 × 3 pairwise ratios: ``faster`` above 1, ``slower`` below, else ``no clear
@@ -32,27 +33,31 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainbench.bench.parity_power import BASELINE, CLEAN, REFERENCE, Column
+from trainbench.bench.eval_power import markdown as eval_power_markdown
+from trainbench.bench.parity_power import BASELINE, CLEAN, EVAL_SWEEP, REFERENCE, Column
 
 PASSING = ("pass", "identical")
+# The benign columns also run the evaluation fault sweep (EVAL_SWEEP), on copies of
+# their outputs after the clean comparison: what :mod:`.eval_power` reads; no row here.
 CPU_COLUMNS = (
     Column(CLEAN, "clean"),
-    Column("threads2", "benign", threads=2),
-    Column("bf16", "benign", autocast="bf16"),
+    Column("threads2", "benign", threads=2, eval_sweep=EVAL_SWEEP),
+    Column("bf16", "benign", autocast="bf16", eval_sweep=EVAL_SWEEP),
 )
 CUDA_COLUMNS = tuple(
     Column(f"cuda-{precision}-{'staged' if staged else 'host'}", "benign", autocast=autocast,
-           backend="cuda", staged=staged)
+           backend="cuda", staged=staged, eval_sweep=EVAL_SWEEP)
     for staged in (True, False)
     for precision, autocast in (("fp32", "off"), ("bf16", "bf16"), ("fp16", "fp16"))
 )  # fmt: skip
 
 
 # Run only when named (--columns): float32 with TF32 off in cuDNN and cuBLAS
-# (NVIDIA_TF32_OVERRIDE=0 in the cell's environment), to tell TF32's error from others.
+# (NVIDIA_TF32_OVERRIDE=0 in the cell's environment): the float32 class on CUDA, and
+# nn.MultiheadAttention's fast path (clip), which computes at about TF32's precision.
 CUDA_ABLATION = (
     Column("cuda-fp32-notf32-staged", "benign", backend="cuda", staged=True,
-           env={"NVIDIA_TF32_OVERRIDE": "0"}),
+           env={"NVIDIA_TF32_OVERRIDE": "0"}, eval_sweep=EVAL_SWEEP),
 )  # fmt: skip
 
 
@@ -98,6 +103,8 @@ def rows(results: Mapping) -> list[dict]:
     runs = results["runs"]
     out = []
     for entry in results["comparisons"]:
+        if entry.get("kind") == "fault":  # the parity-power benchmark's, in the same runs
+            continue
         found = entry["all"]
         mine = [r for r in runs if (r["workload"], r["batch_size"]) == (entry["workload"],
                                                                        entry["batch_size"])]  # fmt: skip
@@ -117,6 +124,8 @@ def rows(results: Mapping) -> list[dict]:
             "parity": parity, "eval_parity": found.get("eval_parity"),
             "decided_by": found.get("decided_by"),
             "false_alarm": parity not in PASSING,
+            "eval_precision": found.get("eval_precision"), "eval_error": found.get("eval_error"),
+            "eval_floor": found.get("eval_floor"), "eval_decided_by": found.get("eval_decided_by"),
             "drift_ratio": drift, "eval_ratio": eval_ratio, "metric_ratio": metric,
             "loss_ratio": loss, "worst_ratio": _largest(drift, eval_ratio, metric, loss),
             "canary": entry["canary"], "errors": entry["errors"],
@@ -144,6 +153,7 @@ def summarize(results: Mapping) -> dict:
         "batch_sizes": [min(sizes), max(sizes)] if sizes else [],
         "incomplete": incomplete,
         "per_row": found,
+        "eval_power": results.get("eval_power") or [],
     }
 
 
@@ -188,7 +198,7 @@ def markdown(summary: Mapping, facts: Mapping, agreed: Mapping | None = None) ->
         "",
         f"**{summary['rows']} rows, {summary['false_alarms']} false alarms**; batch sizes "
         f"{summary['batch_sizes'][0]}–{summary['batch_sizes'][-1]}; the worst row's largest "
-        f"error ÷ tolerance {_fmt(summary['worst_ratio'])} (under 1 passes).",
+        f"ratio (error ÷ envelope or margin) {_fmt(summary['worst_ratio'])} (under 1 passes).",
         "",
     ]
     if agreed:
@@ -203,9 +213,10 @@ def markdown(summary: Mapping, facts: Mapping, agreed: Mapping | None = None) ->
             "",
         ]  # fmt: skip
     lines += [
-        "| workload | batch | column | precision | parity | eval | drift ÷ envelope | eval error ÷ tol. "
-        "| metric ÷ margin | loss ÷ margin | worst | speedup (range) | speed | window |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | batch | column | precision | parity | eval | drift ÷ envelope | eval precision "
+        "| eval error | float32 floor | eval error ÷ envelope | metric ÷ margin | loss ÷ margin "
+        "| worst | speedup (range) | speed | window |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary["per_row"]:
         speed = (f"{_fmt(r['speedup'])} ({_fmt(r['speedup_low'])}–{_fmt(r['speedup_high'])})"
@@ -213,7 +224,8 @@ def markdown(summary: Mapping, facts: Mapping, agreed: Mapping | None = None) ->
         lines.append(
             f"| {r['workload']} | {r['batch_size']} | {r['column']} | {r['precision']} | "
             f"{r['parity']} | {r['eval_parity']} | {_fmt(r['drift_ratio'])} | "
-            f"{_fmt(r['eval_ratio'])} | {_fmt(r['metric_ratio'])} | {_fmt(r['loss_ratio'])} | "
+            f"{r.get('eval_precision') or '–'} | {_fmt(r.get('eval_error'))} | "
+            f"{_fmt(r.get('eval_floor'))} | {_fmt(r['eval_ratio'])} | {_fmt(r['metric_ratio'])} | {_fmt(r['loss_ratio'])} | "
             f"**{_fmt(r['worst_ratio'])}** | {speed} | {r['speed_verdict']} | "
             f"{r['window_phase'] or 'whole run'} |"
         )
@@ -228,6 +240,9 @@ def markdown(summary: Mapping, facts: Mapping, agreed: Mapping | None = None) ->
         ]
     if facts.get("note"):
         lines += ["", facts["note"]]
+    power = eval_power_markdown(summary.get("eval_power") or [])
+    if power:
+        lines += ["", *power]
     return "\n".join(lines) + "\n"
 
 

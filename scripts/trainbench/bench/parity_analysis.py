@@ -30,22 +30,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from trainbench.analysis.loss_tables import REFERENCE_COLUMNS
+from trainbench.analysis.run_rows import EVAL_PARITY_COLUMNS
 from trainbench.analysis.stats.parity import FAIL, IDENTICAL, PASS, ParitySettings, parity_table
+from trainbench.bench.eval_power import eval_power
 
 SUBSET = 3
 BASELINE, REFERENCE = "baseline", "reference"
 ORDER = ("clean", "threads2", "avx2", "bf16")  # then the faults by size
 RUN_FIELDS = ("status", "final_metric", "final_loss", "primary_metric", "numerics_status",
               "numerics_failed_ops", "error_class", "error_message", "autocast_dtype",
-              "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "torch_threads",
-              "eval_parity_status", "eval_parity_error_ratio", "eval_parity_metric_difference",
-              "eval_parity_seconds", "samples_per_s", "window_phase", "eval_parity_error",
-              "eval_parity_tf32_status", "eval_parity_tf32_error")  # fmt: skip
+              "tf32_matmul", "tf32_cudnn", "tf32_override", "float32_matmul_precision",
+              "torch_threads", "samples_per_s", "window_phase",
+              *EVAL_PARITY_COLUMNS)  # fmt: skip
 KEPT = ("parity", "rule", "pairs", "precision", "compared_steps", "drift_multiplier", "drift_low",
         "drift_median", "drift_high", "device_error", "baseline_error", "drift_within",
         "metric_diff", "metric_low", "metric_high", "metric_margin", "metric_within",
         "loss_diff", "loss_low", "loss_high", "loss_margin", "loss_within", "interval",
-        "eval_parity", "eval_repeats", "eval_error_ratio", "eval_metric_diff")  # fmt: skip
+        "eval_parity", "eval_repeats", "eval_precision", "eval_precision_reason", "eval_error",
+        "eval_floor", "eval_envelope", "eval_error_ratio", "eval_decided_by",
+        "eval_metric_diff")  # fmt: skip
 
 
 def json_scalar(value: Any) -> Any:
@@ -318,6 +321,7 @@ def analyse(results: dict, sensitivity_steps: Sequence[int] = ()) -> dict:
                                      results["repeats"])  # fmt: skip
     results["cost"] = cost(results["runs"])
     results["summary"] = summary(results["comparisons"])
+    results["eval_power"] = eval_power(results["runs"])
     if sensitivity_steps:
         results["sensitivity"] = sensitivity(results, sensitivity_steps)
     return results

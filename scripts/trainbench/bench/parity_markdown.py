@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from trainbench.analysis.stats.parity import FAIL, IDENTICAL, PASS
 from trainbench.analysis.tables import compact
+from trainbench.bench.eval_power import markdown as eval_power_markdown
 from trainbench.bench.parity_analysis import ordered_columns
 
 
@@ -190,6 +191,7 @@ def render(results: dict) -> str:
         "Canary: the numerical canary's status in each run.",
         "",
         *_sensitivity_lines(results),
+        *eval_power_markdown(results.get("eval_power") or []),
         "## Cost per cell",
         "",
         "| workload | batch | baseline run (s) | float64 reference (s) | runs | run seconds, total |",

@@ -22,7 +22,13 @@ column starts from the same weights and sees the same batches):
   (:mod:`trainbench.run.numeric_fault`) of each size in :data:`SIZES`; ``eval-fault<size>``,
   the baseline with the test fault ``eval_output_error`` (:mod:`trainbench.run.eval_parity`:
   only the evaluation's outputs wrong, training untouched) of each size in
-  :data:`EVAL_SIZES`.
+  :data:`EVAL_SIZES`;
+* evaluation fault sweeps: a column with ``eval_sweep`` sizes (``threads2``'s and
+  ``bf16``'s here, and the CUDA columns of :mod:`.false_alarm`) is a clean column whose
+  cells also apply ``eval_output_error`` at each size, apart, to copies of their
+  evaluation outputs after the clean comparison (:func:`trainbench.run.eval_parity.fault_sweep`);
+  :mod:`.eval_power` finds the smallest size the rule catches. Nothing the column's
+  clean comparison reports comes from the sweep.
 
 Every run is a real cell through the launcher (a fresh child process, the canary
 first), as ``snakemake`` runs it; the timing protocol's extras that only serve speed
@@ -38,13 +44,9 @@ an interrupted benchmark keeps what it ran and ``--resume`` continues it.
 
 from __future__ import annotations
 
-import ast
 import copy
 import datetime as dt
-import hashlib
 import json
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -56,6 +58,7 @@ from trainbench import workloads
 from trainbench.analysis.tables import compact
 from trainbench.bench.parity_analysis import RUN_FIELDS, analyse, json_scalar
 from trainbench.bench.parity_markdown import render
+from trainbench.bench.provenance import config_facts, drop_changed_workloads, git_commit
 from trainbench.bench.workers import run_in_workers
 from trainbench.common.atomic_files import atomic_write_text
 from trainbench.common.records import atomic_write_json
@@ -65,6 +68,7 @@ from trainbench.run.numeric_fault import FAULT
 REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
 EVAL_SIZES = (0.01,)
+EVAL_SWEEP = (0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.12, 0.2)
 BASELINE, REFERENCE, CLEAN = "baseline", "reference", "clean"
 BENIGN = ("threads2", "avx2", "bf16")
 ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"
@@ -83,6 +87,7 @@ class Column:
     fault: str = FAULT  # the test fault of a fault column
     backend: str = "cpu"  # cuda: a CUDA cell (trainbench.bench.false_alarm)
     staged: bool | None = None  # CUDA: the data sets staged on the device (None: default)
+    eval_sweep: tuple[float, ...] = ()  # evaluation fault sizes applied after the clean comparison
 
     def describe(self) -> str:
         if self.backend != "cpu":
@@ -108,9 +113,9 @@ def columns(sizes: Sequence[float] = SIZES) -> dict[str, Column]:
         Column(BASELINE, BASELINE),
         Column(REFERENCE, REFERENCE),
         Column(CLEAN, "clean"),
-        Column("threads2", "benign", threads=2),
+        Column("threads2", "benign", threads=2, eval_sweep=EVAL_SWEEP),
         Column("avx2", "benign", env={ISA_VARIABLE: "AVX2"}),
-        Column("bf16", "benign", autocast="bf16"),
+        Column("bf16", "benign", autocast="bf16", eval_sweep=EVAL_SWEEP),
         *[Column(f"fault{compact(100 * s)}%", "fault", size=float(s)) for s in sizes],
         *[Column(f"eval-fault{compact(100 * s)}%", "fault", size=float(s), fault=EVAL_FAULT)
           for s in EVAL_SIZES],
@@ -213,6 +218,8 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
     # every column's evaluation is compared with CPU float64 (the baseline's too, so
     # that the clean column stays the baseline's very cell)
     spec["eval_parity"] = True
+    if column.eval_sweep:
+        spec["eval_fault_sizes"] = list(column.eval_sweep)
     spec["config_hash"] = tbconfig.config_hash(spec)
     return spec
 
@@ -258,8 +265,26 @@ def run_job(config: dict, job: Job, column: Column, data_path: str | None, root:
     out["run_seed"] = record.get("spec", {}).get("run_seed", job.rep)
     losses = step_rows(record, source, "", steps) if record.get("status") == "ok" else []
     out["losses"] = [float(r["loss"]) for r in losses]
+    out.update(eval_outputs(record))
     out["seconds"] = seconds
     return out
+
+
+def eval_outputs(record: dict) -> dict:
+    """The record's evaluation-parity outputs, clean and under the fault sweep, each
+    output's errors only (:mod:`.eval_power` judges them again)."""
+    parity = (record.get("result") or {}).get("eval_parity") or {}
+    keep = ("path", "elements", "error", "floor", "max_error")
+
+    def compact_outputs(outputs) -> list[dict]:
+        return [{k: o.get(k) for k in keep} for o in outputs or []]
+
+    sweep = parity.get("fault_sweep") or []
+    return {
+        "eval_outputs": compact_outputs(parity.get("outputs")) or None,
+        "eval_fault_sweep": [{"size": s["size"], "outputs": compact_outputs(s.get("outputs"))}
+                             for s in sweep] or None,
+    }  # fmt: skip
 
 
 def run_jobs(
@@ -284,76 +309,12 @@ def run_jobs(
 # ----------------------------------------------------------------------------- config and results
 
 
-def workload_code_sha256(module: Path, extra: Iterable[Path] = ()) -> str:
-    """SHA-256 over a workload's module and the modules of its package it imports
-    (``from .x import``, ``from . import x``), transitively, and ``extra`` files (the
-    workload's own code elsewhere, e.g. the text generator), in name order."""
-    files, todo = set(), [module, *extra]
-    while todo:
-        path = todo.pop()
-        if path in files or not path.exists():
-            continue
-        files.add(path)
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                names = [node.module] if node.module else [a.name for a in node.names]
-                todo += [path.parent / f"{name.replace('.', '/')}.py" for name in names]
-    digest = hashlib.sha256()
-    for path in sorted(files):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def _own_code(workload: str) -> list[Path]:
-    """The files evidence.WORKLOAD_CODE names for ``workload`` (one list for both)."""
-    from trainbench.evidence import WORKLOAD_CODE
-
-    root = Path(__file__).resolve().parents[3]
-    return [path for pattern in WORKLOAD_CODE.get(workload, ()) for path in root.glob(pattern)]
-
-
-def git_commit(folder: Path) -> str | None:
-    """The checkout's commit, with ``-dirty`` when tracked files other than the
-    benchmark results (which a running benchmark rewrites) differ from it."""
-    try:
-        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(folder), "diff", "--quiet", "HEAD", "--", ":/",
-                                ":(exclude,top)benchmarks/results"],
-                               capture_output=True).returncode != 0  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("-dirty" if dirty else "")
-
-
-def config_facts(path: str | Path, config: dict) -> dict:
-    """Which config the benchmark ran: its path, the SHA-256 of the file, the training
-    workloads' settings as run, their code's hashes, and the parity settings."""
-    raw = Path(path).read_bytes()
-    code = {
-        name: workload_code_sha256(Path(workloads.get(name).__file__), _own_code(name))
-        for name in config["workloads"]
-        if workloads.info(name, config["workloads"][name]).bundled
-    }
-    shown = os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else path
-    return {
-        "path": str(shown),
-        "sha256": hashlib.sha256(raw).hexdigest(),
-        "workload_code_sha256": code,
-        "workloads": config["workloads"],
-        "timing": config["timing"],
-        "parity": config["report"].get("parity") or {},
-        "parity_reference": config["report"]["parity_reference"],
-    }
-
-
 def load_config(path: str | Path, backends: Sequence[str] = ()) -> dict:
     """The benchmark's config from a trainbench config file."""
     return bench_config(yaml.safe_load(Path(path).read_text()), ("cpu", *backends))
 
 
 def json_load(path: str | Path) -> dict:
-    import json
 
     return json.loads(Path(path).read_text())
 
@@ -456,37 +417,6 @@ def run_benchmark(
     invocation["wall_seconds"] = time.perf_counter() - started
     save(out_json, results, SENSITIVITY_STEPS)
     return results
-
-
-def drop_changed_workloads(previous: dict, facts: dict) -> tuple[dict, list[str]]:
-    """``previous`` without the runs of workloads whose code or settings differ from
-    ``facts`` (the config as it runs now), and one note per workload dropped: a resumed
-    benchmark never mixes runs of two versions of a workload."""
-    if not previous.get("runs"):
-        return previous, []
-
-    def same(a, b) -> bool:  # as stored in JSON
-        return json.dumps(a, sort_keys=True, default=str) == json.dumps(
-            b, sort_keys=True, default=str
-        )
-
-    old = previous.get("config", {})
-    changed = sorted(
-        name
-        for name in {r["workload"] for r in previous["runs"]}
-        if not same(old.get("workload_code_sha256", {}).get(name),
-                    facts["workload_code_sha256"].get(name))
-        or not same(old.get("workloads", {}).get(name), facts["workloads"].get(name))
-    )  # fmt: skip
-    if not changed:
-        return previous, []
-    notes = []
-    for name in changed:
-        n = sum(r["workload"] == name for r in previous["runs"])
-        notes.append(f"{_now()}: {n} earlier runs of {name} dropped on --resume: its code or "
-                     "settings changed since they ran")  # fmt: skip
-    runs = [r for r in previous["runs"] if r["workload"] not in changed]
-    return {**previous, "runs": runs}, notes
 
 
 def rerender(results_json: str | Path, sensitivity: Sequence[int] = SENSITIVITY_STEPS) -> dict:

@@ -1,6 +1,6 @@
 """Evaluation parity: the cell's final weights evaluated on its device and, on the
-same evaluation batches, by the CPU in float64 (docs/statistics.md, "Evaluation
-parity").
+same evaluation batches, by the CPU in float64 and in float32 (docs/statistics.md,
+"Evaluation parity").
 
 Why: the training-loss parity (trainbench.analysis.stats.parity) sees only what training
 computes. An error that lives only in the evaluation path — an eval-mode kernel,
@@ -10,43 +10,36 @@ shipped such bugs) — leaves training's losses right and the reported metric wr
 **What is compared.** The device side is the last epoch's evaluation — the one the
 cell's final metric came from, run by the workload's own ``evaluate`` on the device
 in eval mode under ``no_grad`` and the cell's autocast; its outputs are kept and its
-weights copied to the CPU right after that pass's timed region. The reference side,
-after every timed region and the diagnostic pass (its own wall-time phase,
-``eval_parity``), is the same ``evaluate`` of a copy of the model holding those
-weights on the CPU in float64 (torch's default dtype float64, autocast off), over the
-same evaluation loader in the same order, each batch copied to the CPU with a blocking
-copy first (data staged on the device included) and its floating tensors cast to
-float64 there; nothing is allocated on the device. Where an op has no float64 kernel
-the reference falls back to CPU float32 and says so (``reference`` in the record).
+weights copied to the CPU right after that pass's timed region. After every timed
+region and the diagnostic pass (its own wall-time phase, ``eval_parity``), the same
+``evaluate`` runs twice on the CPU on a copy of the model holding those weights, over
+the same evaluation loader in the same order, each batch copied to the CPU with a
+blocking copy first (data staged on the device included) and its floating tensors cast
+there; nothing is allocated on the device:
 
-**Rule.** Every floating output (``evaluate``'s ``outputs``: per-sample logits or
-embeddings) is compared with the canary's normwise error ``max|out − ref| /
-max(max|ref|, 1e-30)`` (:func:`trainbench.run.canary.relative_error`); integer outputs
-(labels, ids) must be equal. The cell passes when the worst error is within the
-canary's tolerance for the cell's precision (float32 1e-4, TF32 5e-3, float16 1e-2,
-bfloat16 5e-2).
+* in **float64** (torch's default dtype float64, autocast off): the reference. Where an
+  op has no float64 kernel it falls back to CPU float32 and says so (``reference``);
+* in **float32** (autocast off): the network's **float32 floor**, how far correct
+  float32 arithmetic strays from float64 through this very network and these weights.
 
-**TF32.** A CUDA float32 cell runs cuDNN's convolutions and RNNs in TF32 under
-PyTorch's defaults (``torch.backends.cudnn.allow_tf32``). Measured on an H100
-(benchmarks/results/false-alarm-cuda-*.md), whole networks through those kernels came
-1e-2 to 7e-2 from float64 (image_cnn, clip, two_tower; text, without cuDNN ops, 6e-5),
-varying between runs with the algorithms ``cudnn.benchmark`` picks, and image_cnn's
-came 5e-5 with TF32 off. So where a TF32 cell's outputs exceed the TF32 tolerance — or
-a float32 cell's exceed float32's while cuDNN's TF32 is allowed (its class says float32:
-the matmuls are, the convolutions are not; clip came 1.6e-4 to 2.0e-4 from float64
-so) — the device evaluates the same weights once more with TF32 off in cuDNN and cuBLAS
-(:func:`tf32_recheck`, after everything timed): within float32's tolerance, the
-difference is TF32's and the cell passes with that finding recorded (``tf32``);
-otherwise it fails. The primary metric is computed from both
-sides' outputs with the workload's ``score`` and its difference recorded (a
-thresholded metric may move by one sample's worth from rounding alone, so it is
-reported, not judged). An ``evaluate`` that returns metrics only (an own model
-without ``score``) is judged on its metrics with the same normwise rule.
+**Rule** (:mod:`trainbench.common.eval_envelope`). Per floating output (``evaluate``'s
+``outputs``: per-sample logits or embeddings, each leaf apart) the relative RMSE against
+float64 of the device (``error``) and of the CPU float32 pass (``floor``); integer
+outputs (labels, ids) must be equal. An output passes when its error is within the
+envelope of the cell's precision class, ``m_p × (u_p / u_fp32) × floor + u_p``; the cell
+passes when every output does. The **precision class** (:func:`evaluation_precision`)
+names what may have computed the evaluation: the autocast dtype, TF32 where a CUDA cell
+allowed it (cuDNN's convolutions and RNNs under PyTorch's defaults), TF32 too where
+``nn.MultiheadAttention``'s eval-mode fast path ran on CUDA (measured at about TF32's
+precision), else float32; each reason is recorded. The primary metric is computed from
+every side's outputs with the workload's ``score`` and the device's difference from
+float64 recorded (a thresholded metric may move by one sample's worth from rounding
+alone, so it is reported, not judged). An ``evaluate`` that returns metrics only (an
+own model without ``score``) is judged on its metrics with the same rule.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import math
@@ -55,11 +48,12 @@ import traceback
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
-from trainbench.run.canary import TOLERANCES, precision_of, relative_error
+from trainbench.common.eval_envelope import judge
+from trainbench.common.precision_classes import coarsest, precision_of
 from trainbench.run.data import to_device
-from trainbench.run.parts_contract import CONTRACT, BadInputError, entry_name
+from trainbench.run.eval_outputs import check_same_structure, compare_outputs, corrupt_outputs
+from trainbench.run.parts_contract import BadInputError
 from trainbench.run.precision import cast_floats, default_dtype
 
 if TYPE_CHECKING:
@@ -67,122 +61,80 @@ if TYPE_CHECKING:
 
 FAULT = "eval_output_error"
 REFERENCE = "CPU float64"
+FLOOR = "CPU float32"
 FALLBACK_REFERENCE = "CPU float32 (an op of the model has no float64 kernel)"
 METHOD = (
     "the final model's evaluate() on the cell's device (eval mode, no_grad, the cell's "
-    "autocast) against the same evaluate() of a copy on the CPU in float64 (default "
-    "dtype float64, each batch copied to the CPU with a blocking copy, its floating tensors "
-    "cast there), the same batches in the same order; "
-    "per floating output max|out - ref| / max(max|ref|, 1e-30), integer outputs equal; "
-    "pass when the worst is within the canary's tolerance for the cell's precision (float32 "
-    "1e-4, TF32 5e-3, float16 1e-2, bfloat16 5e-2); a TF32 cell beyond it is evaluated again "
-    "with TF32 off and passes when that is within float32's; the primary metric's difference "
-    "is reported, not judged"
+    "autocast) against the same evaluate() of a copy on the CPU in float64 (default dtype "
+    "float64) and in float32 (the network's float32 floor), each batch copied to the CPU "
+    "with a blocking copy and its floating tensors cast there, the same batches in the same "
+    "order; per floating output the relative RMSE ||out - ref|| / ||ref|| of the device "
+    "(error) and of CPU float32 (floor) against float64, integer outputs equal; pass when "
+    "every error is within m_p * (u_p / u_fp32) * floor + u_p for the cell's precision class "
+    "p (m: float32 32, reduced precision 1); the primary metric's difference is reported, "
+    "not judged"
+)
+FAST_PATH = (
+    "nn.MultiheadAttention's eval-mode fast path (torch.backends.mha) ran on CUDA: it "
+    "computes at about TF32's precision (measured on an H200 with TF32 off in cuDNN and "
+    "cuBLAS: clip's text embeddings 7.9e-5 from float64 with it, 3.0e-7 without)"
 )
 
 
-def tolerance_of(ctx: Any) -> tuple[str, float]:
-    """(precision class, tolerance) of the cell's evaluation outputs."""
-    precision = precision_of(ctx)
-    if precision.autocast_dtype is not None:
-        key = str(precision.autocast_dtype).removeprefix("torch.")
-    elif precision.input_dtype in (torch.float16, torch.bfloat16):
-        key = str(precision.input_dtype).removeprefix("torch.")
-    else:
-        key = precision.fp32_matmul or "float32"
-    return key, TOLERANCES[key]
+# ----------------------------------------------------------------------------- precision
 
 
-# ----------------------------------------------------------------------------- outputs
+def fast_path_on(model: torch.nn.Module, device_type: str) -> bool:
+    """Whether ``nn.MultiheadAttention``'s fast path (``torch.backends.mha``; also that
+    of ``nn.TransformerEncoderLayer``, which holds one) may have computed the model's
+    evaluation on CUDA: the model holds such a module and the fast path is enabled
+    (torch builds without the switch always take it in eval mode under no_grad)."""
+    if device_type != "cuda":
+        return False
+    mha = getattr(torch.backends, "mha", None)
+    getter = getattr(mha, "get_fastpath_enabled", None)
+    if getter is not None and not getter():
+        return False
+    return any(isinstance(m, torch.nn.MultiheadAttention) for m in model.modules())
 
 
-def leaves(value: Any, path: str = "outputs") -> Iterator[tuple[str, Any]]:
-    """(path, leaf) of every tensor, array or number in nested tuples, lists, dicts."""
-    if isinstance(value, torch.Tensor | np.ndarray | int | float | bool):
-        yield path, value
-    elif isinstance(value, dict):
-        for key in value:
-            yield from leaves(value[key], f"{path}.{key}")
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            yield from leaves(item, f"{path}[{i}]")
+def evaluation_precision(loop: TrainingLoop) -> tuple[str, list[str]]:
+    """(precision class, the reasons for it) of the cell's evaluation: the coarsest of
+    its training class (autocast dtype, else TF32 where allowed and not overridden, see
+    :func:`trainbench.common.precision_classes.precision_of`), the model's own floating
+    dtype (a model cast to float16 or bfloat16) and, on CUDA, TF32 where
+    :func:`fast_path_on`."""
+    ctx = loop.ctx
+    amp = ctx.amp.dtype if ctx.amp is not None and ctx.amp.enabled else None
+    facts = ctx.settings_in_force or {}
+    found = {precision_of(amp, facts): _class_reason(amp, facts)}
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in loop.parts.model.parameters()
+              if p.is_floating_point()}  # fmt: skip
+    for dtype in dtypes & {"float16", "bfloat16"}:
+        found.setdefault(dtype, f"the model's parameters are {dtype}")
+    if fast_path_on(loop.parts.model, getattr(loop.device, "type", "")):
+        found.setdefault("tf32", FAST_PATH)
+    chosen = coarsest(found)
+    return chosen, [found[chosen], *(why for p, why in found.items() if p != chosen and why)]
 
 
-def _tensor(value: Any) -> torch.Tensor:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    return torch.as_tensor(np.asarray(value))
+def _class_reason(amp: str | None, facts: dict) -> str:
+    if amp:
+        return f"autocast {amp}"
+    if str(facts.get("tf32_override") or "").strip() == "0":
+        return "float32: NVIDIA_TF32_OVERRIDE=0 switches TF32 off in cuBLAS and cuDNN"
+    allowed = [name for key, name in (("tf32_matmul", "cuBLAS matmuls"),
+                                      ("tf32_cudnn", "cuDNN convolutions and RNNs"))
+               if facts.get(key)]  # fmt: skip
+    if allowed:
+        return f"TF32 allowed for {' and '.join(allowed)}"
+    mode = facts.get("float32_matmul_precision")
+    if mode in ("high", "medium"):
+        return f"float32 matmul precision {mode!r}"
+    return "float32"
 
 
-def compare_outputs(device: Any, reference: Any) -> dict:
-    """The worst normwise error over floating leaves, and any integer leaf that
-    differs or any leaf missing on one side."""
-    got, want = dict(leaves(device)), dict(leaves(reference))
-    worst, worst_at, mismatched = 0.0, None, []
-    for path in sorted(set(got) | set(want)):
-        if path not in got or path not in want:
-            mismatched.append(f"{path} on one side only")
-            continue
-        a, b = _tensor(got[path]), _tensor(want[path])
-        if a.is_floating_point() or b.is_floating_point():
-            error = relative_error(a, b)
-            if error > worst or worst_at is None:
-                worst, worst_at = error, path
-        elif a.shape != b.shape or not torch.equal(a, b):
-            mismatched.append(f"{path} (integer) differs")
-    return {
-        "worst": worst,
-        "worst_output": worst_at,
-        "outputs_compared": len(got),
-        "mismatched": mismatched,
-    }
-
-
-def check_same_structure(device: Any, reference: Any, ctx: Any, key: str) -> None:
-    """``evaluate`` gave the same structure on the device and in the reference (the same
-    output paths, each of the same shape and kind): else its result depends on where it
-    ran, and the two cannot be compared."""
-
-    def shapes(value: Any) -> dict[str, tuple]:
-        found = {}
-        for path, leaf in leaves(value, key):
-            tensor = leaf if isinstance(leaf, torch.Tensor) else torch.as_tensor(np.asarray(leaf))
-            found[path] = (tuple(tensor.shape), tensor.is_floating_point())
-        return found
-
-    got, want = shapes(device), shapes(reference)
-    differs = [
-        f"{path}: {got.get(path, 'absent')} on the device, {want.get(path, 'absent')} in the reference"
-        for path in sorted(set(got) | set(want))
-        if got.get(path) != want.get(path)
-    ]
-    if differs:
-        raise BadInputError(
-            f"{entry_name(ctx)}: evaluate(model, loader, ctx) returned {key} of another "
-            f"structure on the device than in the float64 reference on the CPU "
-            f"({'; '.join(differs[:3])}{' ...' if len(differs) > 3 else ''}) (shape, floating). "
-            f"Fix: return the same {key} wherever it runs, e.g. no device-dependent keys "
-            f"or shapes ({CONTRACT})."
-        )
-
-
-def corrupt_outputs(value: Any, size: float) -> Any:
-    """The test fault ``eval_output_error``: ``value`` with every floating tensor or
-    array multiplied by 1 ± ``size`` on a fraction of its tiles
-    (:func:`trainbench.run.numeric_fault.tile_factors`); training is untouched."""
-    from trainbench.run.numeric_fault import corrupt_
-
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return corrupt_(value.detach().clone(), size)
-    if isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
-        return corrupt_(torch.from_numpy(value.copy()), size).numpy()
-    if isinstance(value, float):
-        return value * (1 + size)
-    if isinstance(value, dict):
-        return {k: corrupt_outputs(v, size) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(corrupt_outputs(v, size) for v in value)
-    return value
+# ----------------------------------------------------------------------------- faults
 
 
 def fault_size(ctx: Any) -> float | None:
@@ -312,13 +264,12 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
-    """The record's ``eval_parity`` (see the module docstring)."""
-    started = time.perf_counter()
-    precision, tolerance = tolerance_of(loop.ctx)
-    device_side = final.evaluation
-    reference = REFERENCE
+def evaluate_on_cpu(loop: TrainingLoop, final: FinalEvaluation) -> tuple[dict, dict, dict]:
+    """(the float64 reference, the float32 floor, facts: which reference, from which
+    batches) of the final weights on the CPU. Where an op of the model has no float64
+    kernel, both are CPU float32: the floor is then 0 and the absolute term decides."""
     batches = HostBatches(loop.parts.eval_loader, torch.float64)
+    reference = REFERENCE
     try:
         reference_side = reference_evaluation(loop, final, torch.float64, batches)
     except (RuntimeError, NotImplementedError, TypeError) as exc:
@@ -327,108 +278,66 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
         reference = FALLBACK_REFERENCE
         batches = HostBatches(loop.parts.eval_loader, torch.float32)
         reference_side = reference_evaluation(loop, final, torch.float32, batches)
-    has_outputs = "outputs" in device_side
-    key = "outputs" if has_outputs else "metrics"
+    started = time.perf_counter()
+    floor_side = reference_evaluation(loop, final, torch.float32)
+    facts = {"reference": reference, "floor_reference": FLOOR,
+             "floor_seconds": time.perf_counter() - started,
+             "reference_batches": batches.describe()}  # fmt: skip
+    return reference_side, floor_side, facts
+
+
+def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
+    """The record's ``eval_parity`` (see the module docstring)."""
+    started = time.perf_counter()
+    precision, reasons = evaluation_precision(loop)
+    device_side = final.evaluation
+    reference_side, floor_side, facts = evaluate_on_cpu(loop, final)
+    key = "outputs" if "outputs" in device_side else "metrics"
     check_same_structure(device_side.get(key), reference_side.get(key), loop.ctx, key)
-    compared = compare_outputs(device_side.get(key), reference_side.get(key))
+    compared = compare_outputs(device_side.get(key), reference_side.get(key), floor_side.get(key))
+    judged = judge(compared["outputs"], precision, mismatched=compared["mismatched"])
     metric = loop.parts.primary_metric
-    got = _finite(_metrics(loop, device_side).get(metric))
-    want = _finite(_metrics(loop, reference_side).get(metric))
-    worst = compared["worst"]
-    ok = math.isfinite(worst) and worst <= tolerance and not compared["mismatched"]
-    recheck = None
-    if (
-        not ok
-        and tf32_possible(loop, precision)
-        and not compared["mismatched"]
-        and math.isfinite(worst)
-    ):
-        recheck = tf32_recheck(loop, final, reference_side.get(key), key)
-        ok = recheck["status"] == "pass"
+    got, want, low = (_finite(_metrics(loop, side).get(metric))
+                      for side in (device_side, reference_side, floor_side))  # fmt: skip
     return {
-        "status": "pass" if ok else "fail",
-        "tf32": recheck,
+        **judged,
+        "precision_reasons": reasons,
         "compared": key,
-        **compared,
-        "worst": worst if math.isfinite(worst) else None,
-        "finite": math.isfinite(worst),
-        "precision": precision,
-        "tolerance": tolerance,
-        "error_over_tolerance": worst / tolerance if math.isfinite(worst) else None,
+        "outputs_compared": compared["outputs_compared"],
+        "finite": judged["ratio"] is not None,
         "metric": metric,
         "device_metric": got,
         "reference_metric": want,
+        "floor_metric": low,
         "metric_difference": got - want if got is not None and want is not None else None,
         "samples": int(device_side.get("samples") or 0),
-        "reference": reference,
-        "reference_batches": batches.describe(),
+        **facts,
         "device_evaluation_data": evaluation_data(loop),
+        "fault_sweep": fault_sweep(
+            loop, device_side.get(key), reference_side.get(key), floor_side.get(key), precision
+        ),  # fmt: skip
         "seconds": time.perf_counter() - started,
         "method": METHOD,
     }
 
 
-def tf32_possible(loop: TrainingLoop, precision: str) -> bool:
-    """Whether TF32 kernels may have computed a CUDA cell's float32 evaluation: its class
-    is tf32 (cuBLAS matmuls), or it is float32 while cuDNN's TF32 is allowed (PyTorch's
-    default: convolutions and RNNs in TF32, which the float32 class does not show)."""
-    if precision == "tf32":
-        return True
-    cuda = getattr(loop.device, "type", None) == "cuda"
-    return cuda and precision == "float32" and bool(torch.backends.cudnn.allow_tf32)
-
-
-TF32_OFF = (
-    "torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 False, "
-    "float32 matmul precision highest"
-)
-
-
-@contextlib.contextmanager
-def tf32_off() -> Iterator[None]:
-    """cuDNN and cuBLAS in full float32 inside the block; the settings restored after."""
-    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
-    saved = (cudnn.allow_tf32, matmul.allow_tf32, torch.get_float32_matmul_precision())
-    cudnn.allow_tf32, matmul.allow_tf32 = False, False
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        cudnn.allow_tf32, matmul.allow_tf32 = saved[0], saved[1]
-        torch.set_float32_matmul_precision(saved[2])
-
-
-def tf32_recheck(loop: TrainingLoop, final: FinalEvaluation, reference: Any, key: str) -> dict:
-    """The final weights evaluated on the device again with TF32 off (:func:`tf32_off`),
-    compared with the same float64 reference at float32's tolerance: ``pass`` says the
-    TF32 cell's difference from float64 is TF32's own rounding (a finding about the
-    kernels, not a fault), ``fail`` that it is not. The device model is given the final
-    evaluation's weights first (steps after it, the extension and the diagnostic pass,
-    moved them); the test fault ``eval_output_error`` applies here too."""
-    model = loop.parts.model
-    with torch.no_grad():
-        for tensor in [*model.parameters(), *model.buffers()]:
-            tensor.copy_(final.weights[id(tensor)])
-    model.eval()
-    with tf32_off(), torch.no_grad():
-        evaluation = faulted(loop.parts.evaluate(model, loop.parts.eval_loader, loop.ctx), loop.ctx)
-    loop.dev.synchronize()
-    compared = compare_outputs(evaluation.get(key), reference)
-    tolerance = TOLERANCES["float32"]
-    worst = compared["worst"]
-    ok = math.isfinite(worst) and worst <= tolerance and not compared["mismatched"]
-    return {
-        "status": "pass" if ok else "fail",
-        "worst": worst if math.isfinite(worst) else None,
-        "tolerance": tolerance,
-        "settings": TF32_OFF,
-        "finding": (
-            f"the difference from float64 is TF32's: {worst:.2g} with TF32 off "
-            "(cuDNN's convolutions and RNNs run in TF32 under PyTorch's defaults)"
-            if ok
-            else f"not TF32's: {worst:.2g} from float64 with TF32 off as well"
-        ),
-    }
+def fault_sweep(loop: TrainingLoop, device: Any, reference: Any, floor: Any,
+                precision: str) -> list[dict] | None:  # fmt: skip
+    """For ``benchmarks/parity_power.py`` only (``spec["eval_fault_sizes"]``, refused
+    unless faults are allowed): the test fault ``eval_output_error`` at each size,
+    applied apart to copies of the device's outputs after the clean comparison, and
+    judged by the same rule. The fault acts on the outputs alone, after the pass, so one
+    run's outputs serve every size; nothing the cell reports is changed."""
+    sizes = loop.ctx.spec.get("eval_fault_sizes") or []
+    if not sizes or not loop.ctx.spec.get("faults_allowed"):
+        return None
+    found = []
+    for size in sizes:
+        compared = compare_outputs(corrupt_outputs(device, float(size)), reference, floor)
+        judged = judge(compared["outputs"], precision, mismatched=compared["mismatched"])
+        found.append({"size": float(size), "status": judged["status"], "ratio": judged["ratio"],
+                      "outputs": judged["outputs"]})  # fmt: skip
+    return found
 
 
 def wanted(loop: TrainingLoop) -> bool:

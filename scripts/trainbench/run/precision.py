@@ -19,22 +19,18 @@ layer reads :data:`UNIT_ROUNDOFF` and :func:`precision_of` and never needs torch
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
+
+from trainbench.common.precision_classes import UNIT_ROUNDOFF, precision_of
 
 if TYPE_CHECKING:
     import torch
 
-# Unit roundoff u = 2^-p of each arithmetic (p = significand bits, the implicit one
-# included): the largest relative error of one rounding. TF32 keeps fp32's exponent
-# and 10 stored mantissa bits, like fp16.
-UNIT_ROUNDOFF = {
-    "float64": 2.0**-53,
-    "float32": 2.0**-24,
-    "tf32": 2.0**-11,
-    "float16": 2.0**-11,
-    "bfloat16": 2.0**-8,
-}
+# The names the statistics read (re-exported: they live in trainbench.common).
+__all__ = ["UNIT_ROUNDOFF", "precision_of", "upcast", "default_dtype", "cast_floats",
+           "matmul_facts"]  # fmt: skip
 
 
 def upcast(x: torch.Tensor) -> torch.Tensor:
@@ -71,27 +67,14 @@ def cast_floats(batch: Mapping, dtype: torch.dtype) -> dict:
 
 def matmul_facts(backend: str) -> dict:
     """The float32 matmul/convolution settings in force (settings in force of every
-    cell): TF32 is PyTorch's default for cuDNN convolutions on NVIDIA GPUs."""
+    cell): TF32 is PyTorch's default for cuDNN convolutions on NVIDIA GPUs, and
+    ``NVIDIA_TF32_OVERRIDE`` (where set) overrides torch's flags in the libraries."""
     import torch
 
     facts = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
     if backend == "cuda":
         facts["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
         facts["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+        # cuBLAS and cuDNN read it at load: "0" switches TF32 off whatever the flags say
+        facts["tf32_override"] = os.environ.get("NVIDIA_TF32_OVERRIDE")
     return facts
-
-
-def precision_of(amp_dtype: str | None, settings_in_force: Mapping | None) -> str:
-    """The coarsest arithmetic a cell's training used: its autocast dtype if on, else
-    TF32 where a CUDA cell allowed TF32 (matmul or cuDNN) or asked for float32 matmul
-    precision "high" (bfloat16 for "medium"), else float32. A key of :data:`UNIT_ROUNDOFF`."""
-    if amp_dtype:
-        return str(amp_dtype)
-    facts = dict(settings_in_force or {})
-    if facts.get("tf32_matmul") or facts.get("tf32_cudnn"):
-        return "tf32"
-    if facts.get("float32_matmul_precision") == "medium":
-        return "bfloat16"
-    if facts.get("float32_matmul_precision") == "high":
-        return "tf32"
-    return "float32"

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from trainbench.run.precision import UNIT_ROUNDOFF
+from trainbench.common.precision_classes import UNIT_ROUNDOFF
 
 FLOOR = UNIT_ROUNDOFF["float32"]
 MIN_STEPS = 4  # fewer common steps: no drift ratio; never fewer compared

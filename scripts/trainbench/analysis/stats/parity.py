@@ -26,9 +26,14 @@ compares them **pair by pair**, per workload × device × batch size, with two c
 
 3. **Evaluation** (trainbench.run.eval_parity, can fail a device and is needed to pass
    one): each ok repeat's last-epoch evaluation outputs on the device against the same
-   weights evaluated by the CPU in float64, within the canary's tolerance for the
-   device's precision. Columns ``eval_parity`` (pass, fail, error, not run),
-   ``eval_repeats``, ``eval_error_ratio`` (worst error ÷ tolerance over the repeats),
+   weights evaluated by the CPU in float64, within the envelope its precision class
+   builds on the network's own float32 error (the same weights evaluated by the CPU in
+   float32; trainbench.common.eval_envelope). Columns ``eval_parity`` (pass, fail, error,
+   not run), ``eval_repeats``, ``eval_precision`` (the coarsest class over the repeats)
+   and ``eval_precision_reason``; of the repeat with the largest ratio: ``eval_error``
+   (the device's relative RMSE against float64), ``eval_floor`` (CPU float32's),
+   ``eval_envelope``, ``eval_error_ratio`` (error ÷ envelope; ≤ 1 within) and
+   ``eval_decided_by`` (the floor, or the absolute term where the floor is below it);
    ``eval_metric_diff`` (the primary metric, device − reference, of largest size).
 
 **Row outcome** (``parity``) of the training checks, first match wins:
@@ -72,7 +77,7 @@ from scipy import stats
 from trainbench.analysis.stats import frames as fr
 from trainbench.analysis.stats.drift import PairDrift, identical_pair, multiplier_for, pair_drift
 from trainbench.analysis.tables import compact
-from trainbench.run.precision import UNIT_ROUNDOFF, precision_of
+from trainbench.common.precision_classes import UNIT_ROUNDOFF, coarsest, precision_of
 
 ALPHA = 0.05
 MIN_PAIRS = 3
@@ -91,7 +96,9 @@ PARITY_COLUMNS = [
     "final_metric", "baseline_metric", "metric_diff", "metric_low", "metric_high",
     "metric_margin", "metric_within", "final_loss", "baseline_loss", "loss_diff",
     "loss_low", "loss_high", "loss_margin", "loss_within", "interval",
-    "eval_parity", "eval_repeats", "eval_error_ratio", "eval_metric_diff", "parity", "rule",
+    "eval_parity", "eval_repeats", "eval_precision", "eval_precision_reason", "eval_error",
+    "eval_floor", "eval_envelope", "eval_error_ratio", "eval_decided_by", "eval_metric_diff",
+    "parity", "rule",
 ]  # fmt: skip
 
 
@@ -168,13 +175,12 @@ def _known(value):
 
 
 def _precision(rows: list[dict]) -> str:
-    keys = ("tf32_matmul", "tf32_cudnn", "float32_matmul_precision")
+    keys = ("tf32_matmul", "tf32_cudnn", "tf32_override", "float32_matmul_precision")
     found = {
         precision_of(_known(r.get("autocast_dtype")), {k: _known(r.get(k)) for k in keys})
         for r in rows
     }
-    # mixed settings across repeats: judge by the coarsest
-    return max(found, key=lambda p: UNIT_ROUNDOFF[p]) if found else "float32"
+    return coarsest(found)  # mixed settings across repeats: judge by the coarsest
 
 
 # ----------------------------------------------------------------------------- checks
@@ -273,10 +279,11 @@ def eval_comparison(rows: list[dict]) -> dict:
     """The evaluation comparison of a device's ok repeats (trainbench.run.eval_parity, the
     runs' ``eval_parity_*`` columns): ``fail`` when any repeat failed, ``error`` when
     one could not be compared, ``not run`` when a repeat has none, else ``pass``; the
-    worst error ÷ tolerance and the metric difference of largest size."""
+    numbers of the repeat with the largest error ÷ envelope, and the metric difference
+    of largest size."""
     statuses = [_status(r.get("eval_parity_status")) for r in rows]
-    ratios = [_known(r.get("eval_parity_error_ratio")) for r in rows]
-    ratios = [float(x) for x in ratios if x is not None and math.isfinite(float(x))]
+    judged = [r for r in rows if _finite_number(r.get("eval_parity_error_ratio")) is not None]
+    worst = max(judged, key=lambda r: float(r["eval_parity_error_ratio"]), default={})
     diffs = [_known(r.get("eval_parity_metric_difference")) for r in rows]
     diffs = [float(x) for x in diffs if x is not None]
     if FAIL in statuses:
@@ -287,38 +294,63 @@ def eval_comparison(rows: list[dict]) -> dict:
         status = EVAL_NOT_RUN
     else:
         status = PASS
-    tf32 = [r for r in rows if _status(r.get("eval_parity_tf32_status")) == PASS]
+    classes = {_status(r.get("eval_parity_precision")) for r in rows} - {None}
+    reasons = fr.distinct_text(_known(r.get("eval_parity_precision_reason")) for r in rows)
     return {
         "eval_parity": status,
-        "eval_tf32_repeats": len(tf32),
-        "eval_tf32_error": max((float(r["eval_parity_error"]) for r in tf32), default=np.nan),
-        "eval_tf32_off_error": max(
-            (float(r["eval_parity_tf32_error"]) for r in tf32), default=np.nan
-        ),  # fmt: skip
         "eval_repeats": sum(x in (PASS, FAIL) for x in statuses),
-        "eval_error_ratio": max(ratios) if ratios else np.nan,
+        "eval_precision": coarsest(classes) if classes else None,
+        "eval_precision_reason": reasons or None,
+        **{f"eval_{name}": _finite_number(worst.get(f"eval_parity_{name}"), np.nan)
+           for name in ("error", "floor", "envelope")},
+        "eval_error_ratio": _finite_number(worst.get("eval_parity_error_ratio"), np.nan),
+        "eval_decided_by": _known(worst.get("eval_parity_decided_by")),
         "eval_metric_diff": max(diffs, key=abs) if diffs else np.nan,
-    }
+    }  # fmt: skip
+
+
+def _finite_number(value, default=None):
+    value = _known(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return default
+    return number if math.isfinite(number) else default
 
 
 def _eval_text(found: dict, n: int) -> str:
     status, ratio = found["eval_parity"], found["eval_error_ratio"]
     if status in (PASS, FAIL):
-        worst = f"worst error {compact(ratio)}x its tolerance" if pd.notna(ratio) else "not finite"
-        diff = found["eval_metric_diff"]
-        metric = f", metric difference {compact(diff)}" if pd.notna(diff) else ""
         verb = "matches" if status == PASS else "differs from"
         text = (f"evaluation {verb} CPU float64 in {found['eval_repeats']} of "
-                f"{fr.plural(n, 'repeat')} ({worst}{metric})")  # fmt: skip
-        if found.get("eval_tf32_repeats"):
-            text += (f"; in {found['eval_tf32_repeats']} its outputs were up to "
-                     f"{compact(found['eval_tf32_error'])} from float64 through TF32 kernels "
-                     f"(cuDNN under PyTorch's defaults) and {compact(found['eval_tf32_off_error'])} "
-                     "with TF32 off: TF32's rounding, not a fault")  # fmt: skip
+                f"{fr.plural(n, 'repeat')} ({eval_numbers(found)})")  # fmt: skip
+        if pd.isna(ratio) and status == FAIL:
+            text += "; outputs not finite, or an integer output differs"
         return text
     if status == "error":
         return "evaluation parity could not be computed in a repeat (its record says why)"
     return "no evaluation parity in every repeat (records made without it, or a baseline)"
+
+
+def eval_numbers(found: Mapping) -> str:
+    """What decided the evaluation comparison, in words: the worst repeat's error, the
+    network's float32 floor, the precision's envelope and the ratio, which term decided,
+    the metric difference, and why the precision class is what it is."""
+    if pd.isna(found.get("eval_error_ratio")):
+        return "no finite error"
+    precision = found.get("eval_precision") or "float32"
+    text = (f"worst repeat: error {compact(found['eval_error'])} (relative RMSE), float32 floor "
+            f"{compact(found['eval_floor'])}, {precision} envelope "
+            f"{compact(found['eval_envelope'])}, ratio {compact(found['eval_error_ratio'])}")  # fmt: skip
+    if found.get("eval_decided_by") == "the absolute term":
+        text += ", the floor below the absolute term: the absolute term decided"
+    diff = found.get("eval_metric_diff")
+    if diff is not None and pd.notna(diff):
+        text += f"; metric difference {compact(diff)}"
+    reason = found.get("eval_precision_reason")
+    if reason:
+        text += f"; precision {precision}: {reason}"
+    return text
 
 
 def _row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dict:

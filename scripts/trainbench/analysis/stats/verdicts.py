@@ -268,10 +268,7 @@ def _parity_item(rows: list[dict], speed_sizes: list) -> tuple[str, str] | None:
     for bs, r in sorted(by_size.items()):
         if r["parity"] == "fail":
             if r.get("eval_parity") == "fail":
-                what = (
-                    "its evaluation outputs differ from CPU float64 "
-                    f"({compact(r['eval_error_ratio'])}x the tolerance)"
-                )
+                what = _eval_failure(r)
             elif _is_false(r["drift_within"]):
                 what = (
                     f"its losses drift from float64 {compact(r['drift_low'])}–"
@@ -293,6 +290,18 @@ def _parity_item(rows: list[dict], speed_sizes: list) -> tuple[str, str] | None:
             f"no parity comparison at bs {missing[0]}: no final metric or loss",
         )
     return None
+
+
+def _eval_failure(r: dict) -> str:
+    """Why the evaluation comparison failed, with the numbers that decided it."""
+    ratio = r.get("eval_error_ratio")
+    if ratio is None or pd.isna(ratio):
+        return "its evaluation outputs differ from CPU float64 (not finite, or an integer output differs)"
+    return (
+        f"its evaluation outputs differ from CPU float64 ({compact(ratio)}x the "
+        f"{r.get('eval_precision') or 'float32'} envelope: error {compact(r['eval_error'])}, "
+        f"float32 floor {compact(r['eval_floor'])})"
+    )
 
 
 def _speed_item(rows: list[dict]) -> tuple[str, str] | None:
