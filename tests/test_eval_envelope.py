@@ -154,12 +154,14 @@ def test_envelopes_and_allowances():
 # ----------------------------------------------------------------------------- precision
 
 
-def test_nvidia_tf32_override_makes_a_cuda_cell_float32():
+def test_nvidia_tf32_override_makes_a_cuda_evaluation_float32_not_its_training():
     allowed = {"tf32_matmul": False, "tf32_cudnn": True, "float32_matmul_precision": "highest"}
-    assert precision_of(None, allowed) == "tf32"
-    assert precision_of(None, {**allowed, "tf32_override": "0"}) == "float32"
-    assert precision_of(None, {**allowed, "tf32_override": "1"}) == "tf32"
-    assert precision_of("bfloat16", {**allowed, "tf32_override": "0"}) == "bfloat16"
+    off = {**allowed, "tf32_override": "0"}
+    assert precision_of(None, allowed) == precision_of(None, allowed, honour_override=True) == "tf32"
+    assert precision_of(None, off, honour_override=True) == "float32"
+    assert precision_of(None, off) == "tf32"  # training: torch's flags (the module docstring)
+    assert precision_of(None, {**allowed, "tf32_override": "1"}, honour_override=True) == "tf32"
+    assert precision_of("bfloat16", off, honour_override=True) == "bfloat16"
 
 
 class Encoder(nn.Module):

@@ -107,7 +107,7 @@ def evaluation_precision(loop: TrainingLoop) -> tuple[str, list[str]]:
     ctx = loop.ctx
     amp = ctx.amp.dtype if ctx.amp is not None and ctx.amp.enabled else None
     facts = ctx.settings_in_force or {}
-    found = {precision_of(amp, facts): _class_reason(amp, facts)}
+    found = {precision_of(amp, facts, honour_override=True): _class_reason(amp, facts)}
     dtypes = {str(p.dtype).removeprefix("torch.") for p in loop.parts.model.parameters()
               if p.is_floating_point()}  # fmt: skip
     for dtype in dtypes & {"float16", "bfloat16"}:
