@@ -198,7 +198,8 @@ def markdown(summary: Mapping, facts: Mapping, agreed: Mapping | None = None) ->
         "",
         f"**{summary['rows']} rows, {summary['false_alarms']} false alarms**; batch sizes "
         f"{summary['batch_sizes'][0]}–{summary['batch_sizes'][-1]}; the worst row's largest "
-        f"ratio (error ÷ envelope or margin) {_fmt(summary['worst_ratio'])} (under 1 passes).",
+        f"ratio {_fmt(summary['worst_ratio'])} (a drift or evaluation ratio passes under 1; a "
+        "metric or loss ratio above 1 fails only where the whole interval lies beyond its margin).",
         "",
     ]
     if agreed:
