@@ -62,8 +62,9 @@ def main() -> int:
     out = Path(args.out or HERE / "results" / f"parity-power-{date}.json")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="parity-power-"))
     command = "python " + shlex.join(["benchmarks/parity_power.py", *sys.argv[1:]])
-    options = pp.Options(args.sizes, args.repeats, args.only, args.columns, args.workers,
-                         args.resume, command)  # fmt: skip
+    options = pp.Options(sizes=args.sizes, repeats=args.repeats, only=args.only,
+                         columns=args.columns, workers=args.workers, resume=args.resume,
+                         command=command)  # fmt: skip
     try:
         results = pp.run_benchmark(args.config, out, workdir, options)
     finally:

@@ -157,7 +157,9 @@ def test_envelopes_and_allowances():
 def test_nvidia_tf32_override_makes_a_cuda_evaluation_float32_not_its_training():
     allowed = {"tf32_matmul": False, "tf32_cudnn": True, "float32_matmul_precision": "highest"}
     off = {**allowed, "tf32_override": "0"}
-    assert precision_of(None, allowed) == precision_of(None, allowed, honour_override=True) == "tf32"
+    assert (
+        precision_of(None, allowed) == precision_of(None, allowed, honour_override=True) == "tf32"
+    )
     assert precision_of(None, off, honour_override=True) == "float32"
     assert precision_of(None, off) == "tf32"  # training: torch's flags (the module docstring)
     assert precision_of(None, {**allowed, "tf32_override": "1"}, honour_override=True) == "tf32"

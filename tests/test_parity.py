@@ -443,3 +443,18 @@ def test_the_drift_compares_the_steps_before_the_baseline_diverges():
     early = reference * (1 + signs[0] * np.where(np.arange(steps) < 1, 2 * U32, 1e-4))
     assert drift.pair_drift(correct, early, reference, "float32", 100.0).compared == 4
     assert drift.compared_steps(np.full(steps, 2 * U32)) == steps
+
+
+def test_a_row_says_when_the_absolute_term_decided_and_why_the_class_is_what_it_is():
+    t = synthetic()
+    reason = "nn.MultiheadAttention's eval-mode fast path (torch.backends.mha) ran on CUDA"
+    t.device("tiny", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99],
+             eval_parity_status="pass", eval_parity_error_ratio=0.4,
+             eval_parity_precision="tf32", eval_parity_precision_reason=reason,
+             eval_parity_error=2e-4, eval_parity_floor=0.0, eval_parity_envelope=2**-11,
+             eval_parity_decided_by="the absolute term")  # fmt: skip
+    row = one(t.table(), "tiny")
+    assert row["parity"] == "pass" and row["eval_precision"] == "tf32"
+    assert row["eval_decided_by"] == "the absolute term" and row["eval_floor"] == 0.0
+    assert "the floor below the absolute term: the absolute term decided" in row["rule"]
+    assert f"precision tf32: {reason}" in row["rule"]

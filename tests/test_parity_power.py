@@ -10,7 +10,7 @@ import copy
 import numpy as np
 import pytest
 import yaml
-from helpers import tiny_config
+from helpers import REPO, tiny_config
 from trainbench.analysis.stats.drift import pair_drift
 from trainbench.bench import parity_analysis, parity_markdown, parity_power
 
@@ -314,3 +314,33 @@ def test_a_sweep_column_asks_its_cells_for_the_sweep(tmp_path):
     spec = parity_power.job_spec(config, parity_power.Job("image_cnn", 32, "clean", 0), clean, None)
     assert "eval_fault_sizes" not in spec
     assert all(c.eval_sweep for c in CUDA_COLUMNS)
+
+
+def test_the_entry_script_hands_each_option_to_its_own_field(tmp_path, monkeypatch):
+    """benchmarks/parity_power.py once passed ``--only`` as the extra columns (positional
+    arguments shifted by a new field): every option by name."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "pp_entry", REPO / "benchmarks" / "parity_power.py"
+    )
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    seen = {}
+
+    def fake(config, out, workdir, options):
+        seen["options"] = options
+        return {}
+
+    monkeypatch.setattr(entry.pp, "run_benchmark", fake)
+    monkeypatch.setattr(entry.parity_markdown, "render", lambda results: "")
+    argv = ["parity_power.py", "--only", "image_cnn", "--columns", "baseline", "fault3%",
+            "--repeats", "3", "--workers", "2", "--resume", "--out", str(tmp_path / "x.json"),
+            "--workdir", str(tmp_path)]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    assert entry.main() == 0
+    options = seen["options"]
+    assert options.only == ["image_cnn"] and options.columns == ["baseline", "fault3%"]
+    assert options.extra_columns == () and options.repeats == 3 and options.workers == 2
+    assert options.resume is True

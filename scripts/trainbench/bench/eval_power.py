@@ -13,7 +13,9 @@ Here they are judged again, with the cell's own rule
 (:func:`trainbench.common.eval_envelope.judge`) at the allowances of
 :data:`ALLOWANCE_CHOICES` (the configured one among them), and with **the earlier rule**
 — the worst max-norm error within a fixed tolerance per precision (float32 1e-4, TF32
-5e-3, float16 1e-2, bfloat16 5e-2; the canary's) — for comparison. Per workload × batch
+5e-3, float16 1e-2, bfloat16 5e-2; the canary's), in the class it read (a CUDA cell's
+cuDNN TF32 not in it), without the re-check with TF32 off it ran where a CUDA float32
+cell failed (that needs the device again) — for comparison. Per workload × batch
 size × column: the clean outputs' largest error ÷ envelope (a value above 1 is a false
 alarm), and the smallest ε caught **in every repeat** under each rule.
 """

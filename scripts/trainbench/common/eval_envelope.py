@@ -26,9 +26,12 @@ output whose float32 floor is f::
   further than in float32 (TF32 and float16 2^13, bfloat16 2^16). An autocast device
   rounds only part of the network (matmul and convolution inputs) in p: it strays less.
 * ``m_p`` (:data:`ALLOWANCES`) allows for correct kernels doing other arithmetic than the
-  CPU's: float32 32 (another reduction order, another algorithm: a realized error is one
-  draw of it, measured 0.6–5.7× the CPU's on an H200 with TF32 off), reduced precision 1
-  (the whole network in p bounds the autocast device; measured 0.02–0.35 of it).
+  CPU's (another reduction order, another algorithm, a part of the network in p and not
+  all of it): 3 × the largest ratio of a correct device to its unscaled envelope (m = 1)
+  in the calibrating cells (benchmarks/results/eval-floor-calibration-h200.md: float32
+  with TF32 off up to 5.7, TF32 up to 0.104, bfloat16 up to 0.35), 3 being PyTorch's
+  multiplier for reduced precision; float16 takes bfloat16's (no calibrating cell;
+  autocast rounds the same ops in both).
 * ``u_p``, the absolute term: one rounding of every value in p, which a device in p makes
   even where the network adds nothing (a floor of 0: outputs exact in float32). Where
   it is larger than the scaled floor, it decides, and the judgement says so.

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
-from trainbench.common.eval_envelope import judge
+from trainbench.common.eval_envelope import ALLOWANCES, judge
 from trainbench.common.precision_classes import coarsest, precision_of
 from trainbench.run.data import to_device
 from trainbench.run.eval_outputs import check_same_structure, compare_outputs, corrupt_outputs
@@ -71,8 +71,8 @@ METHOD = (
     "order; per floating output the relative RMSE ||out - ref|| / ||ref|| of the device "
     "(error) and of CPU float32 (floor) against float64, integer outputs equal; pass when "
     "every error is within m_p * (u_p / u_fp32) * floor + u_p for the cell's precision class "
-    "p (m: float32 32, reduced precision 1); the primary metric's difference is reported, "
-    "not judged"
+    f"p (m: {', '.join(f'{k} {v:g}' for k, v in ALLOWANCES.items())}); the primary "
+    "metric's difference is reported, not judged"
 )
 FAST_PATH = (
     "nn.MultiheadAttention's eval-mode fast path (torch.backends.mha) ran on CUDA: it "
