@@ -141,7 +141,8 @@ def markdown(entries: Sequence[Mapping]) -> list[str]:
         f"cell's rule at its allowances (**{configured}**: "
         + ", ".join(f"{k} {v:g}" for k, v in ALLOWANCES.items())
         + "), at half and at twice them, and by the earlier fixed max-norm tolerances "
-        "(float32 1e-4, TF32 5e-3, "
+        "(without their re-check with TF32 off, which needs the device again; float32 1e-4, "
+        "TF32 5e-3, "
         "float16 1e-2, bfloat16 5e-2). Smallest ε: caught in every repeat, and at every larger "
         "ε. Clean ratio: the clean outputs' largest error ÷ envelope (above 1: a false alarm).",
         "",
