@@ -18,8 +18,8 @@ def _run_with(eval_every: dict | None, steps: int = 8, epochs: int = 3, accumula
     return run_training(_parts(steps), _context(spec, device)), device
 
 
-def test_every_epoch_by_default_one_point_per_epoch():
-    result, _ = _run_with(None)
+def test_every_epoch_one_point_per_epoch():
+    result, _ = _run_with({"epochs": 1})
     quality = result["quality"]
     assert quality["eval_every"] == {"epochs": 1}
     points = quality["points"]
@@ -35,6 +35,37 @@ def test_every_epoch_by_default_one_point_per_epoch():
     flat = [s for epoch in result["steps"]["seconds"] for s in epoch]
     assert seconds[-1] == pytest.approx(sum(flat[1:]), rel=0.5)
     assert all(p["train_joules"] is None for p in points)  # no energy counter on FakeDevice
+
+
+@pytest.mark.parametrize(
+    ("steps", "epochs", "every", "points"),
+    [
+        (8, 3, 3, [3, 6, 9, 12, 15, 18, 21, 24]),  # 24 steps: every 3, 8 passes
+        (8, 2, 2, [2, 4, 6, 8, 10, 12, 14, 16]),  # 16 steps: every 2
+        (5, 1, 1, [1, 2, 3, 4, 5]),  # fewer steps than passes: every step
+        (10, 2, 2, [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]),  # 20 // 8 = 2: 10 passes
+    ],
+)
+def test_default_cadence_is_at_least_8_passes_evenly_spaced(steps, epochs, every, points):
+    result, _ = _run_with(None, steps=steps, epochs=epochs)
+    quality = result["quality"]
+    assert quality["eval_every"] == {"steps": every}
+    assert quality["configured"] == {"passes": 8}
+    assert [p["steps"] for p in quality["points"]] == points
+    assert quality["points"][-1]["epoch_end"]
+    assert "8 passes asked" in quality["granularity"]
+
+
+def test_a_dense_curve_still_calibrates_a_short_evaluation_window():
+    # 24 curve passes reach max_eval_passes (here 10) on their own: calibration still
+    # adds passes of the final model rather than leave the window short.
+    device = FakeDevice()
+    spec = _spec(8, epochs=3)
+    spec["timing"]["eval_every"] = {"steps": 1}
+    spec["timing"]["max_eval_passes"] = 10
+    spec["timing"]["min_timed_seconds"] = 1e9
+    result = run_training(_parts(8), _context(spec, device))
+    assert len(result["eval"]["passes"]) == 24 + 5
 
 
 def test_every_second_epoch_and_the_last_always():

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from trainbench.run.training import TrainingLoop
 
 MARK_PREFIX = "quality_"
+# The default cadence: enough passes to resolve a time to target to an eighth of the run.
+DEFAULT_PASSES = 8
 # What the epoch row holds of an epoch that ends without an evaluation pass.
 NO_EVALUATION = {"seconds": None, "samples": None, "cold": None, "metrics": None}
 METHOD = (
@@ -35,19 +37,24 @@ METHOD = (
 )
 
 
-def eval_cadence(spec: dict) -> tuple[str, int]:
-    """("epochs" | "steps", N) from the cell spec's ``timing.eval_every`` (default: every
-    epoch)."""
-    every = (spec.get("timing") or {}).get("eval_every") or {"epochs": 1}
+def eval_cadence(spec: dict, total_steps: int) -> tuple[str, int, dict]:
+    """("epochs" | "steps", N, the setting as configured) from the cell spec's
+    ``timing.eval_every`` (default: 8 passes). ``{passes: P}`` is a step cadence
+    resolved for this run: every ``max(1, total_steps // P)`` steps, which gives at
+    least P passes (the last after the last epoch), evenly spaced in steps."""
+    every = (spec.get("timing") or {}).get("eval_every") or {"passes": DEFAULT_PASSES}
     ((unit, n),) = every.items()
-    return str(unit), int(n)
+    if unit == "passes":
+        return "steps", max(1, int(total_steps) // int(n)), {"passes": int(n)}
+    return str(unit), int(n), {str(unit): int(n)}
 
 
 class QualityCurve:
     """The points of one run, in the order the passes ran."""
 
-    def __init__(self, unit: str, every: int):
+    def __init__(self, unit: str, every: int, configured: dict | None = None):
         self.unit, self.every = unit, every
+        self.configured = configured or {unit: every}
         self.points: list[dict] = []
         # Wall seconds of the passes inside each epoch (kept out of its train_seconds).
         self.mid_epoch: dict[int, float] = defaultdict(float)
@@ -86,9 +93,15 @@ class QualityCurve:
         """The record's ``quality``."""
         return {
             "eval_every": {self.unit: self.every},
+            "configured": self.configured,
             "granularity": f"an evaluation every {self.every} "
             f"{self.unit if self.every != 1 else self.unit.removesuffix('s')}"
-            " and after the last epoch",
+            " and after the last epoch"
+            + (
+                f" ({self.configured['passes']} passes asked)"
+                if "passes" in self.configured
+                else ""
+            ),
             "points": self.points,
             "method": METHOD,
         }
