@@ -127,10 +127,9 @@ class TrainingLoop:
         # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
         self._keep = _detached_copy if self.compile_mode else _detached
         # How often training stops for an evaluation pass (timing.eval_every).
-        self.eval_unit, self.eval_every, cadence = quality.eval_cadence(
-            ctx.spec, self.steps_per_epoch * self.epochs
-        )
-        self.quality = quality.QualityCurve(self.eval_unit, self.eval_every, cadence)
+        cadence = quality.eval_cadence(ctx.spec, self.steps_per_epoch * self.epochs)
+        self.eval_unit, self.eval_every = cadence[:2]
+        self.quality = quality.QualityCurve(*cadence)
         self.step_seconds: list[list[float]] = []  # one list per configured epoch
         self.step_losses: list[list[float]] = []  # the same steps' losses
         # Timed regions after the last epoch that lengthen a window below the minimum
@@ -430,10 +429,8 @@ class TrainingLoop:
         return {**passed, "metrics": evaluation.get("metrics")}
 
     def calibrate_evaluation(self) -> None:
-        """More timed passes of the final model until the warm passes add up to the
-        minimum window (pyperf calibrates the same way): at most max_eval_passes in
-        all, and never fewer than 5 added after the curve's passes where the window is
-        short (a dense curve of quick passes would otherwise leave none to add)."""
+        """More timed passes of the final model until the warm passes fill the minimum
+        window (as pyperf calibrates): at most max_eval_passes, or 5 after a dense curve."""
         limit = max(self.protocol.max_eval_passes, len(self.eval_passes) + 5)
         while len(self.eval_passes) < limit:
             warm = [p for p in self.eval_passes if not p["cold"]]
