@@ -20,7 +20,9 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.breakdown` — ``step_breakdown`` (where a step's time goes and what bounds it);
 * :mod:`.targets` — ``time_to_target``, ``best_setting``, ``quality_curve`` (time to a
   quality target, censored repeats kept);
-* :mod:`.convergence` — the samples-to-target check, ``time_to_target``'s samples columns.
+* :mod:`.convergence` — the samples-to-target check, ``time_to_target``'s samples columns;
+* :mod:`.across_batch` — ``across_batch_sizes`` (training speed of devices at their own
+  batch sizes, labelled apart from the same-batch verdicts).
 
 Every function is pure: pandas in, pandas out, no IO (write the tables with
 :func:`trainbench.analysis.tables.write_table`).
@@ -47,6 +49,7 @@ from trainbench.analysis.stats.accuracy import (
     per_label_table,
     task_table,
 )
+from trainbench.analysis.stats.across_batch import ACROSS_BATCH_COLUMNS, across_batch_table
 from trainbench.analysis.stats.breakdown import (
     BREAKDOWN_TABLE_COLUMNS,
     BoundRule,
@@ -132,6 +135,7 @@ COLUMNS: dict[str, list[str]] = {
     "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
     "time_to_target": [*TIME_TO_TARGET_COLUMNS, *SAMPLES_CHECK_COLUMNS],
     "best_setting": BEST_SETTING_COLUMNS,
+    "across_batch_sizes": ACROSS_BATCH_COLUMNS,
     "quality_curve": QUALITY_CURVE_COLUMNS,
 }
 
@@ -209,6 +213,7 @@ def publish(
     times = time_to_target_table(quality, runs, baselines, targets, training)
     out["time_to_target"] = with_samples_check(times, quality, runs, baselines, targets, training)
     out["best_setting"] = best_setting_table(quality, runs, baselines, targets, training)
+    out["across_batch_sizes"] = across_batch_table(runs, baselines, training)
     out["quality_curve"] = quality_curve_table(quality, runs, targets, training)
     out["warnings"] = warnings_table(runs, matmul, tables.get("setups"), out["memory"])
     return {name: out[name] for name in PUBLISHED_TABLES}
