@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 from trainbench.analysis.published import PUBLISHED_TABLES as PUBLISHED
+from trainbench.analysis.report_beside import SAMPLES_CHECK, beside_context
 from trainbench.analysis.report_tables import (
     ATTENTION,
     BEST_SETTING,
@@ -284,6 +285,7 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "environments": table(t["environments"], ENVIRONMENT),
         # Devices with a breakdown (records written before it have none).
         "cell_time": table([r for r in t["cell_time"] if plain_value(r.get("cells"))], CELL_TIME),
+        **beside_context(t, WORKLOAD),
     }
     return _write(inputs.get("template"), "report.md.j2", output, context)
 
@@ -352,11 +354,12 @@ def render_workload_report(
         "labels": table(t["per_label"], LABELS),
         "task": table(t["task"], TASK),
         "memory": table(t["memory"], MEMORY),
-        "time_to_target": table(t["time_to_target"], TIME_TO_TARGET),
+        "time_to_target": table(t["time_to_target"], TIME_TO_TARGET + SAMPLES_CHECK),
         "best_setting": table(t["best_setting"], BEST_SETTING),
         "target": target_text(next(iter(t["time_to_target"]), None)),
         "environments": table(environments, ENVIRONMENT),
         "missing": MISSING,
+        **beside_context(t, []),
     }
     template = inputs.get("workload_template") or inputs.get("template")
     return _write(template, "workload_report.md.j2", output, context)
