@@ -87,3 +87,25 @@ def test_the_time_to_target_figure_warns_of_nothing_when_a_workload_never_reache
 
     plt.close(fig)
     assert [str(w.message) for w in caught] == []
+
+
+# ----------------------------------------------------------------------------- 6. windows
+
+
+def test_windows_cover_reads_the_same_with_no_shared_batch_size():
+    phase = "epochs 2-4: in-batch and FAISS-mined hard negatives"
+    runs = pd.DataFrame(
+        [run("two_tower", "cpu", 64, rep, samples_per_s=100.0 + rep, window_phase=phase)
+         for rep in range(3)]
+        + [run("two_tower", "cuda", 512, rep, samples_per_s=900.0 + rep, window_phase=phase)
+           for rep in range(3)]
+    )  # fmt: skip
+    table = speedup_table(runs, {"two_tower": "cpu"}).set_index("device")
+    assert table.loc["cpu", "window_phase"] == phase
+    assert table.loc["cuda", "window_phase"] == phase  # not "differs: ... cpu whole run"
+    # Where both sides ran at the row's batch size and their windows differ, it says so.
+    both = pd.concat([runs, pd.DataFrame([run("two_tower", "cpu", 512, rep, samples_per_s=90.0)
+                                          for rep in range(3)])])  # fmt: skip
+    table = speedup_table(both, {"two_tower": "cpu"})
+    cuda = table[(table["device"] == "cuda") & (table["batch_size"] == 512)].iloc[0]
+    assert cuda["window_phase"] == f"differs: cuda {phase}, cpu whole run"
