@@ -121,6 +121,127 @@ def _md_rows_of(text: str) -> list[dict[str, str]]:
     return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
 
 
+# ----------------------------------------------------------------------------- 2. itself
+
+
+@pytest.mark.parametrize(
+    ("cells", "targets", "expected"),
+    [
+        # cpu never reaches the target: its own row says so, cuda's cannot compare
+        ([("cpu", 32, [NEVER] * 3, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)], TARGET,
+         ["cpu (the baseline): not reached", "cuda vs cpu at their best settings"]),
+        # no target: a line for the baseline, one for cuda vs cpu; none cpu vs cpu
+        ([("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)], {},
+         ["cpu (the baseline): insufficient data (no target", "cuda vs cpu"]),
+        # a CPU-only run that reaches the target compares nothing: no line
+        ([("cpu", 32, REACHES_AT_2, 10.0)], TARGET, []),
+    ],
+)  # fmt: skip
+def test_no_line_compares_the_baseline_with_itself(tmp_path, cells, targets, expected):
+    quality, runs = _tables(cells)
+    _publish(tmp_path, quality, runs, targets=targets)
+    render_report(
+        {"best_setting": str(tmp_path / "results/tables/best_setting.csv")},
+        tmp_path / "results" / "report.md",
+    )
+    console = [line for line in summary_lines(tmp_path / "results/report.md") if "⏱" in line]
+    report = [
+        line for line in (tmp_path / "results/report.md").read_text().splitlines() if "⏱" in line
+    ]
+    assert len(console) == len(report) == len(expected)
+    for line, words in zip(console, expected, strict=True):
+        assert words in line and not _itself(line), line
+    assert not any(_itself(line) for line in report)
+
+
+# ----------------------------------------------------------------------------- 3. censored
+
+
+def test_repeats_that_miss_the_target_are_said_and_still_counted(tmp_path):
+    cpu = [[0.5, 0.85, 0.9], [0.5, 0.6, 0.85], [0.5, 0.85, 0.9]]  # 20, 30, 20 s
+    quality, runs = _tables([("cpu", 32, cpu, 10.0), ("cuda", 32, [*REACHES_AT_2[:2], NEVER], 2.0)])
+    frames, _ = _publish(tmp_path, quality, runs)
+    same = frames["time_to_target"].set_index("device").loc["cuda"]
+    # The verdict is still the interval's, the censored repeat in it (0 .. 7.5x).
+    assert same["verdict"] == "no clear difference" and same["speedup_low"] == 0.0
+    assert same["speedup_high"] == pytest.approx(7.5) and same["reached"] == 2
+    said = (
+        "cuda reached it in 2 of 3 repeats, those 5–7.5x sooner than cpu; the other not "
+        "within 3 epochs (6 s of training)"
+    )
+    assert same["reason"].startswith(said + "; overall no clear difference (5x, 0–7.5x)")
+    best = frames["best_setting"].set_index("backend").loc["cuda"]
+    assert best["verdict"] == "no clear difference"
+    assert said in best["summary"] and "overall no clear difference (5x, 0–7.5x)" in best["summary"]
+    assert "with no clear difference from cpu" not in best["summary"]
+
+
+def test_a_baseline_repeat_that_misses_the_target_is_said_too(tmp_path):
+    cpu = [*REACHES_AT_2[:2], NEVER]
+    quality, runs = _tables([("cpu", 32, cpu, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)])
+    frames, _ = _publish(tmp_path, quality, runs)
+    best = frames["best_setting"].set_index("backend").loc["cuda"]
+    assert best["verdict"] == "sooner"
+    assert (
+        "cuda reached it in 3 of 3 repeats, those 5x sooner than those of cpu that did; "
+        "cpu in 2 of 3, the other not within 3 epochs (30 s of training)"
+    ) in best["summary"]
+
+
+def test_every_repeat_reaching_keeps_the_plain_sentence(tmp_path):
+    quality, runs = _tables([("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)])
+    frames, _ = _publish(tmp_path, quality, runs)
+    best = frames["best_setting"].set_index("backend").loc["cuda"]
+    assert best["summary"].startswith("cuda reaches accuracy ≥ 0.8 5x sooner than cpu (5–5x)")
+    assert "repeats" not in best["summary"]
+
+
+# ----------------------------------------------------------------------------- 4. not finite
+
+
+def _record_with_curve(tmp_path, device, rep, accuracies):
+    """A record written as a run writes it (NaN stored as null) and its quality rows."""
+    raw = record(device=device, rep=rep)
+    raw["result"]["quality"] = {"eval_every": {"epochs": 1}, "points": [
+        {"index": i, "epoch": i + 1, "epoch_end": True, "steps": 8 * (i + 1),
+         "samples": 256 * (i + 1), "train_seconds": 2.0 * (i + 1),
+         "metrics": {"accuracy": value, "loss": 0.5}}
+        for i, value in enumerate(accuracies)
+    ]}  # fmt: skip
+    path = tmp_path / device / f"rep{rep}" / "metrics.json"
+    write_record(path, raw)
+    return quality_rows(json.loads(path.read_text()), str(path))
+
+
+def test_a_metric_that_was_not_finite_is_named_with_its_count(tmp_path):
+    rows = [r for rep in range(3) for r in _record_with_curve(tmp_path, "cpu", rep, [math.nan] * 4)]
+    assert {r["not_finite_metrics"] for r in rows} == {"accuracy"}
+    assert not any("eval_accuracy" in r for r in rows)
+    quality = pd.DataFrame(rows)
+    runs = pd.DataFrame([run("image_cnn", "cpu", 32, rep, record=rows[4 * rep]["record"])
+                         for rep in range(3)])  # fmt: skip
+    table = time_to_target_table(quality, runs, BASE, TARGET, ["image_cnn"])
+    (reason,) = table["reason"]
+    assert (
+        reason == "the metric 'accuracy' was not finite (NaN or infinite) in 12 of 12 evaluations"
+    )
+    assert "no metric" not in reason
+
+
+def test_a_cell_whose_metric_went_nan_says_how_often(tmp_path):
+    rows = []
+    for rep in range(3):
+        rows += _record_with_curve(tmp_path, "cpu", rep, [0.5, 0.85, 0.9])
+        rows += _record_with_curve(tmp_path, "cuda", rep, [0.5, math.nan, math.nan])
+    quality = pd.DataFrame(rows)
+    runs = pd.DataFrame([run("image_cnn", r["device"], 32, r["rep"], record=r["record"])
+                         for r in rows if r["point"] == 0])  # fmt: skip
+    table = time_to_target_table(quality, runs, BASE, TARGET, ["image_cnn"]).set_index("device")
+    assert table.loc["cpu", "verdict"] == "baseline"
+    assert table.loc["cuda", "verdict"] == "not reached"
+    assert table.loc["cuda", "reason"].endswith("the metric was not finite in 6 of 9 evaluations")
+
+
 # ----------------------------------------------------------------------------- 5. warnings
 
 
