@@ -99,7 +99,8 @@ COUNT_COLUMNS = frozenset({
     "gradient_accumulation", "max_length", "logical_cores", "compared_at", "points_compared",
     "min_repeats", "max_repeats", "repeats_min", "repeats_max", "samples_median",
     "steps_median", "without_breakdown", "predicted_positive", "run_seed",
-    "steady_start_step", "attempts",
+    "steady_start_step", "attempts", "samples_resolution", "baseline_samples_min",
+    "baseline_samples_max",
 })  # fmt: skip
 COUNT_SUFFIXES = (
     "_batch_size", "_runs", "_cells", "_attempts", "_repeats", "_steps", "_samples", "_epochs",
