@@ -141,6 +141,17 @@ def verdict_lines(t: Mapping[str, list[Row]]) -> list[str]:
     return [escape_cell(line) for line in lines]
 
 
+def target_lines(rows: Sequence[Row]) -> list[str]:
+    """The time-to-target line of each best_setting row that has one: its ``summary``,
+    the sentence the console prints after ⏱ (each backend at its best setting against
+    the baseline's; the baseline's own row only where it did not reach the target)."""
+    return [
+        escape_cell(f"⏱ `{field_text(r, 'workload')}`: {field_text(r, 'summary')}")
+        for r in rows
+        if plain_value(r.get("summary"))
+    ]
+
+
 def warning_counts(rows: Sequence[Row]) -> dict | None:
     """How many measurements were flagged, by kind (the table is sorted by kind)."""
     kinds = [field_text(r, "kind") for r in rows]
@@ -274,6 +285,7 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "code": f" Code: {'; '.join(f'`{c}`' for c in codes)}." if codes else "",
         "skipped": [{k: escape_cell(text_of(v)) for k, v in r.items()} for r in t["skipped"]],
         "verdicts": verdict_lines(t),
+        "target_lines": target_lines(t["best_setting"]),
         "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s") + BOUNDS),
         "step_breakdown": table(t["step_breakdown"], WORKLOAD + STEP_BREAKDOWN),
         "energy_lines": energy_lines(t["energy"]),
