@@ -126,10 +126,9 @@ class TrainingLoop:
         self.trackers = [self.energy, self.host, self.memory, self.timer]
         # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
         self._keep = _detached_copy if self.compile_mode else _detached
-        # How often training stops for an evaluation pass (timing.eval_every).
         cadence = quality.eval_cadence(ctx.spec, self.steps_per_epoch * self.epochs)
         self.eval_unit, self.eval_every = cadence[:2]
-        self.quality = quality.QualityCurve(*cadence)
+        self.quality = quality.QualityCurve(*cadence)  # evaluation passes: timing.eval_every
         self.step_seconds: list[list[float]] = []  # one list per configured epoch
         self.step_losses: list[list[float]] = []  # the same steps' losses
         # Timed regions after the last epoch that lengthen a window below the minimum
@@ -403,6 +402,7 @@ class TrainingLoop:
         parts = self.parts
         parts.model.eval()
         with (
+            quality.rng_untouched(self.device),  # the pass draws nothing training sees
             TimedRegion(self.dev, [self.energy, self.host], EVAL) as region,
             torch.no_grad(),
             torch.autocast(
