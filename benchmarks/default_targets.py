@@ -90,10 +90,44 @@ def markdown(choices: dict[str, dict], source: str) -> str:
     )
 
 
+def figure(quality: pd.DataFrame, choices: dict[str, dict], path: Path) -> None:
+    """Each workload's CPU curves against training samples (one line per repeat, one
+    style per batch size), with the start, the plateau and the rule's target."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, len(choices), figsize=(4 * len(choices), 3.2), squeeze=False)
+    for ax, (name, c) in zip(axes[0], choices.items(), strict=True):
+        rows = quality[(quality["workload"] == name) & quality["device"].str.startswith("cpu")]
+        rows = rows.assign(
+            metric=rows[f"eval_{PRIMARY_METRICS[name]}"],
+            run=rows["device"] + " rep " + rows["rep"].astype(str),
+            batch=("bs " + rows["batch_size"].astype(int).astype(str)),
+        )
+        sns.lineplot(data=rows, x="samples", y="metric", units="run", estimator=None,
+                     style="batch", marker="o", color="0.35", lw=1, ax=ax)  # fmt: skip
+        for value, label, style in ((c["start"], "start", ":"), (c["plateau"], "plateau", "-."),
+                                    (c["target"], f"target {c['target']:g}", "--")):  # fmt: skip
+            ax.axhline(value, color="black", ls=style, lw=1, label=label)
+        ax.set(title=name, xlabel="training samples", ylabel=PRIMARY_METRICS[name])
+        ax.legend(fontsize=7)
+    fig.suptitle("Default targets: 90% of the way from the first evaluation to the lowest final")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("quality", help="a run's results/tables/quality.csv")
     parser.add_argument("--out", help="write the table (Markdown, with provenance) here")
+    parser.add_argument("--figure", help="draw the curves with the targets here (PNG)")
     args = parser.parse_args(argv)
     quality = pd.read_csv(args.quality)
     choices = {
@@ -103,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     text = markdown(choices, args.quality)
     print(text)
+    if args.figure:
+        figure(quality, choices, Path(args.figure))
     if args.out:
         atomic_write_text(Path(args.out), provenance_block(Path(args.quality)) + "\n" + text)
     return 0 if all(c["holds"] for c in choices.values()) else 1

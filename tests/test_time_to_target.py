@@ -211,3 +211,15 @@ def test_a_disturbed_repeat_makes_the_best_setting_comparison_disturbed():
     assert cuda["verdict"] == "disturbed" and "cuda rep 1" in cuda["reason"]
     same = time_to_target_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
     assert same.loc[same["device"] == "cuda", "verdict"].item() == "disturbed"
+
+
+def test_each_cell_states_its_own_cadence():
+    # {passes: 8} resolves to a step cadence per batch size: each row states its own.
+    quality, runs = _tables([("cpu", 32, REACHES_AT_2, 10.0), ("cpu", 128, REACHES_AT_2, 4.0)])
+    quality.loc[quality["batch_size"] == 32, "eval_every"] = "steps 16"
+    quality.loc[quality["batch_size"] == 128, "eval_every"] = "steps 4"
+    table = time_to_target_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
+    assert dict(zip(table["batch_size"], table["eval_every"], strict=True)) == {
+        32: "steps 16",
+        128: "steps 4",
+    }

@@ -299,11 +299,16 @@ class _Cells:
                     for rep, record in zip(mine["rep"], mine["record"], strict=True)
                     if str(record) in disturbed
                 ]
-        self.eval_every = (
-            ", ".join(sorted(set(self.curve["eval_every"].dropna())))
-            if not self.curve.empty
-            else ""
-        )
+
+    def eval_every(self, device: str, batch_size: int) -> str:
+        """The cell's cadence as its records state it ("steps 16"; a {passes: N} cadence
+        resolves to steps per batch size, so it is read per cell)."""
+        if self.curve.empty:
+            return ""
+        cell = self.curve[
+            (self.curve["device"] == device) & (self.curve["batch_size"] == batch_size)
+        ]
+        return ", ".join(sorted(set(cell["eval_every"].dropna())))
 
     def unusable_reason(self) -> str | None:
         if self.target is None:
@@ -359,7 +364,8 @@ def time_to_target_table(
             mine = cells.stats.get((device, batch_size))
             ref = cells.stats.get((base, batch_size))
             row = {"workload": workload, "device": device, "batch_size": batch_size,
-                   **cells.target_columns(), "eval_every": cells.eval_every, "baseline": base}  # fmt: skip
+                   **cells.target_columns(), "eval_every": cells.eval_every(device, batch_size),
+                   "baseline": base}  # fmt: skip
             if problem is not None or mine is None:
                 rows.append({**row, "repeats": 0, "reached": 0, "verdict": INSUFFICIENT,
                              "reason": problem or "no quality curve in this cell's records"})  # fmt: skip
