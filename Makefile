@@ -55,7 +55,7 @@ test: $(DEV)
 
 # The fast suite again with oneDNN capped at AVX2 (no AVX-512, no bf16 instructions), as
 # on a CPU without them: a cell or test that needs a kernel this lacks must become
-# `unavailable` or skip with the reason (trainbench.run.cpu_features), never crash.
+# `unavailable` or skip with the reason (trainbench.measure.cpu_features), never crash.
 test-isa: $(DEV)
 	ONEDNN_MAX_CPU_ISA=AVX2 $(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
 

@@ -66,9 +66,9 @@ def mechanism(tries: int) -> list[dict]:
 
 def reference(passes: int) -> dict:
     from torch import nn
-    from trainbench.run import eval_parity
-    from trainbench.run.context import RunContext
-    from trainbench.run.data import BatchTensorDataset, make_loader
+    from trainbench.measure import eval_parity
+    from trainbench.measure.context import RunContext
+    from trainbench.measure.data import BatchTensorDataset, make_loader
     from trainbench.workloads.common import to_device
 
     torch.manual_seed(0)

@@ -15,7 +15,7 @@ if str(SCRIPTS) not in sys.path:  # the package is installed editable; this is a
 
 # Tiny modules of each kernel kind a test may need under CPU autocast; the marker
 # ``@pytest.mark.cpu_autocast("bfloat16", "LSTM")`` probes them with the workloads'
-# own detection (trainbench.run.cpu_features) and skips with its one-line reason.
+# own detection (trainbench.measure.cpu_features) and skips with its one-line reason.
 _PROBE_MODULES = {
     "LSTM": lambda nn: nn.LSTM(8, 8, batch_first=True),
     "GRU": lambda nn: nn.GRU(8, 8, batch_first=True),
@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def cpu_autocast_skip_reason(dtype: str, kernels: tuple[str, ...]) -> str | None:
     """Why this CPU cannot run ``kernels`` under CPU autocast in ``dtype``, or None."""
     from torch import nn
-    from trainbench.run.cpu_features import autocast_unavailable
+    from trainbench.measure.cpu_features import autocast_unavailable
 
     model = nn.ModuleList([_PROBE_MODULES[k](nn) for k in kernels])
     return autocast_unavailable(model, dtype)

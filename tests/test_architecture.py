@@ -15,12 +15,13 @@ PACKAGE = REPO / "scripts" / "trainbench"
 LAYERS = {
     "common": 0,
     "config": 1,
-    "run": 2,
+    "measure": 2,
     "workloads": 3,
-    "analysis": 4,
-    "evidence": 5,
-    "bench": 5,
-    "offline": 5,
+    "launch": 4,
+    "analysis": 5,
+    "evidence": 6,
+    "bench": 6,
+    "offline": 6,
 }
 MAX_ROOT_ENTRIES = 12
 # Beside the layers, the root holds the public surface (``__init__.py``: ``from trainbench

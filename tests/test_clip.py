@@ -15,7 +15,7 @@ from conftest import small_config
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench.common.records import read_record
-from trainbench.run.launcher import run_cell
+from trainbench.launch.launcher import run_cell
 from trainbench.workloads import clip
 
 REPO = Path(__file__).resolve().parents[1]

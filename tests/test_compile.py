@@ -10,10 +10,10 @@ import torch
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench import workloads
-from trainbench.run import training
-from trainbench.run.classify import classify
-from trainbench.run.context import make_context
-from trainbench.run.training import CompileFailedError, run_training
+from trainbench.launch.classify import classify
+from trainbench.measure import training
+from trainbench.measure.context import make_context
+from trainbench.measure.training import CompileFailedError, run_training
 
 
 def validated(**workload_overrides) -> dict:
@@ -177,7 +177,7 @@ def test_a_compile_error_fails_the_cell_as_compile_failed(cnn_cell, monkeypatch)
 
 
 def test_injected_compile_fault_raises_dynamos_own_error():
-    from trainbench.run.faults import inject
+    from trainbench.measure.faults import inject
 
     with pytest.raises(Exception) as err:
         inject("compile_failed")

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from trainbench.common import eval_envelope as rule
 from trainbench.common.precision_classes import UNIT_ROUNDOFF, precision_of
-from trainbench.run import eval_parity
-from trainbench.run.canary import relative_error
-from trainbench.run.eval_outputs import compare_outputs, corrupt_outputs, relative_rmse
+from trainbench.measure import eval_parity
+from trainbench.measure.canary import relative_error
+from trainbench.measure.eval_outputs import compare_outputs, corrupt_outputs, relative_rmse
 
 U32 = UNIT_ROUNDOFF["float32"]
 

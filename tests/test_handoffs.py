@@ -21,9 +21,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch import nn
-from trainbench.run import eval_parity
-from trainbench.run.context import RunContext
-from trainbench.run.data import copy_to, to_device
+from trainbench.measure import eval_parity
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import copy_to, to_device
 from trainbench.workloads import common
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "trainbench"
@@ -123,11 +123,11 @@ def test_reference_batches_name_the_device_they_were_copied_from():
 
 
 def test_no_cell_code_copies_without_the_shared_helper():
-    """Every copy in the package that may be non-blocking goes through run/data.copy_to (which
+    """Every copy in the package that may be non-blocking goes through measure/data.copy_to (which
     never makes one to the host), so no workload can bring the race back."""
     found = []
     for path in SCRIPTS.rglob("*.py"):
-        if path.parts[-3:] == ("trainbench", "run", "data.py") or "bench" in path.parts[-2:-1]:
+        if path.parts[-3:] == ("trainbench", "measure", "data.py") or "bench" in path.parts[-2:-1]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             blocking = (
@@ -137,7 +137,7 @@ def test_no_cell_code_copies_without_the_shared_helper():
             )
             if isinstance(node, ast.keyword) and node.arg == "non_blocking" and not blocking:
                 found.append(f"{path.relative_to(SCRIPTS)}:{node.value.lineno}")
-    assert not found, f"copies with non_blocking outside run/data.py: {found}"
+    assert not found, f"copies with non_blocking outside measure/data.py: {found}"
 
 
 def test_the_record_names_what_the_devices_evaluation_read():
@@ -159,7 +159,7 @@ def test_on_cuda_the_reference_over_staged_batches_behind_a_busy_stream_is_exact
     kernel) before each staged batch is handed over, so a non-blocking copy to the
     host would return long before its data arrives. The reference must still equal
     the one computed from the host's own batches, every time."""
-    from trainbench.run.data import BatchTensorDataset, make_loader
+    from trainbench.measure.data import BatchTensorDataset, make_loader
 
     torch.manual_seed(2)
     dataset = BatchTensorDataset(x=torch.randn(2048, 6), y=torch.randint(0, 3, (2048,)))
@@ -194,7 +194,7 @@ def test_on_cuda_prefetched_batches_arrive_before_the_step_reads_them():
     """The prefetch stream's handoff: each batch copied on the side stream, the compute
     stream kept busy while it is, must equal the host's batch when the step reads it."""
     from torch.utils.data import DataLoader
-    from trainbench.run.data import BatchTensorDataset, make_loader, staged_batches
+    from trainbench.measure.data import BatchTensorDataset, make_loader, staged_batches
 
     torch.manual_seed(3)
     dataset = BatchTensorDataset(x=torch.randn(4096, 64), y=torch.randint(0, 9, (4096,)))

@@ -1,7 +1,7 @@
 """The launcher with real child processes: real exceptions, real signals, a real hang.
 
 Each test builds a cell spec from a validated tiny config, runs
-``trainbench.run.launcher.run_cell`` (which starts ``python -m trainbench.run.child``),
+``trainbench.launch.launcher.run_cell`` (which starts ``python -m trainbench.launch.child``),
 and checks the record it wrote. Faults that fire at the start of a workload run
 on the matmul cell (no data, no training); the two faults that live in the
 training loop (nan_loss, silent_corruption) run on the tiny image_cnn cell.
@@ -16,7 +16,7 @@ import pytest
 from helpers import FAULTS_ENV, backend_available, tiny_config
 from trainbench import config as tbconfig
 from trainbench.common.records import read_record
-from trainbench.run.launcher import run_cell
+from trainbench.launch.launcher import run_cell
 from trainbench.workloads import image_cnn
 
 MATMUL_CPU = tbconfig.Cell("matmul", "cpu", 1, 0)
@@ -87,7 +87,7 @@ FAULT_CASES = {
 }
 
 
-# Both ways a child starts (trainbench.run.fork_server): each attempt its own process.
+# Both ways a child starts (trainbench.launch.fork_server): each attempt its own process.
 START_METHODS = ["spawn", "fork_server"]
 
 

@@ -16,7 +16,7 @@ from trainbench import config as tbconfig
 from trainbench.analysis.aggregate import build_tables, load_records
 from trainbench.analysis.loss_tables import loss_tables, read_references
 from trainbench.common.records import RecordError, read_record, validate_record
-from trainbench.run import availability, launcher
+from trainbench.launch import availability, launcher
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from overhead import measure, render, synthetic, workflow  # noqa: E402  (benchmarks/overhead)
@@ -140,9 +140,9 @@ def test_cell_phases_split_the_cell_wall_time(tmp_path):
     lines = [
         _event("start", 1, 0, 100.0, created=100.0, argv=["-m", "snakemake"]),
         _event("start", 2, 1, 101.1, created=101.0, argv=["tmp.run_cell.py"]),
-        _event("call", 2, 1, 102.0, what="trainbench.run.launcher.run_cell", arg=str(output)),
-        _event("start", 3, 2, 102.2, created=102.1, argv=["-m", "trainbench.run.child"]),
-        _event("call", 3, 2, 103.5, what="trainbench.run.devices.get_device"),
+        _event("call", 2, 1, 102.0, what="trainbench.launch.launcher.run_cell", arg=str(output)),
+        _event("start", 3, 2, 102.2, created=102.1, argv=["-m", "trainbench.launch.child"]),
+        _event("call", 3, 2, 103.5, what="trainbench.measure.devices.get_device"),
         _event("call", 3, 2, 104.0, what="trainbench.common.records.atomic_write_json"),
         _event("call", 2, 1, 104.3, what="trainbench.common.records.atomic_write_json"),
         _event("exit", 2, 1, 104.4, rule="run_cell"),

@@ -19,8 +19,8 @@ from trainbench.analysis import stats
 from trainbench.analysis.aggregate import run_row
 from trainbench.analysis.stats import parity
 from trainbench.analysis.stats.verdicts import verdicts_table
-from trainbench.run.launcher import run_cell
-from trainbench.run.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
+from trainbench.launch.launcher import run_cell
+from trainbench.measure.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
 from trainbench.workloads import image_cnn
 
 STEPS = 32

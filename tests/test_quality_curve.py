@@ -1,4 +1,4 @@
-"""The quality curve (trainbench.run.quality): an evaluation pass at the configured
+"""The quality curve (trainbench.measure.quality): an evaluation pass at the configured
 cadence, each a point of metrics against the timed training seconds, samples and steps,
 taken outside every timed region."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from test_tracking import FakeDevice, _context, _parts, _spec
-from trainbench.run.training import run_training
+from trainbench.measure.training import run_training
 
 
 def _run_with(eval_every: dict | None, steps: int = 8, epochs: int = 3, accumulation: int = 1):

@@ -1,4 +1,4 @@
-"""Where a step's time goes (trainbench.run.step_breakdown, trainbench.analysis.stats.breakdown):
+"""Where a step's time goes (trainbench.measure.step_breakdown, trainbench.analysis.stats.breakdown):
 synthetic steps whose cause is known get the right label. On the CPU: a host sleep per
 step (the cores idle while the step runs: launch-bound), a sleeping loader (input-bound),
 heavy matmuls (device-bound); the same on CUDA where a GPU is present."""
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from trainbench.analysis.stats.breakdown import BoundRule, step_breakdown_table
-from trainbench.run import step_breakdown
+from trainbench.measure import step_breakdown
 
 SETTINGS = {"min_seconds": 0.3, "max_steps": 40, "max_share": 0.04, "min_steps": 10}
 

@@ -18,12 +18,12 @@ from conftest import small_config
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench.common.records import read_record
-from trainbench.run import training
-from trainbench.run.context import RunContext
-from trainbench.run.cpu_features import cpu_flags
-from trainbench.run.devices import get_device
-from trainbench.run.launcher import run_cell
-from trainbench.run.trackers import TRAIN
+from trainbench.launch.launcher import run_cell
+from trainbench.measure import training
+from trainbench.measure.context import RunContext
+from trainbench.measure.cpu_features import cpu_flags
+from trainbench.measure.devices import get_device
+from trainbench.measure.trackers import TRAIN
 from trainbench.workloads import two_tower as tt
 
 SCHEDULE_KEY = "workloads.two_tower.mine_schedule"

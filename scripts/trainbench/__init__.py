@@ -11,18 +11,18 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~6 ms)
 if TYPE_CHECKING:
     from typing import Any
 
-    from trainbench.run.context import DeviceUnavailable, RunContext
-    from trainbench.run.data import BatchTensorDataset, make_loader, to_device
-    from trainbench.run.parts import TrainingParts
+    from trainbench.measure.context import DeviceUnavailable, RunContext
+    from trainbench.measure.data import BatchTensorDataset, make_loader, to_device
+    from trainbench.measure.parts import TrainingParts
 
 # Public name -> the internal module that defines it (moves are made here, not by users).
 _PUBLIC = {
-    "TrainingParts": "trainbench.run.parts",
-    "RunContext": "trainbench.run.context",
-    "DeviceUnavailable": "trainbench.run.context",
-    "BatchTensorDataset": "trainbench.run.data",
-    "make_loader": "trainbench.run.data",
-    "to_device": "trainbench.run.data",
+    "TrainingParts": "trainbench.measure.parts",
+    "RunContext": "trainbench.measure.context",
+    "DeviceUnavailable": "trainbench.measure.context",
+    "BatchTensorDataset": "trainbench.measure.data",
+    "make_loader": "trainbench.measure.data",
+    "to_device": "trainbench.measure.data",
 }
 
 __all__ = [

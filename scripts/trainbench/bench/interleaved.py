@@ -7,7 +7,7 @@ builds the workload's parts once (model, optimizer, loader, loss) and alternates
 *blocks* of training steps between the variants on those same parts:
 
 - ``harness``: a block is one timed region of the harness's own training loop
-  (:meth:`trainbench.run.training.TrainingLoop.train_steps`: every tracker at the region's
+  (:meth:`trainbench.measure.training.TrainingLoop.train_steps`: every tracker at the region's
   edges, a timing event per step, data wait, loss collection — exactly an epoch's
   region); its time is the region's own synchronized wall time.
 - ``bare``: the same parts in the bare best-practice loop of :mod:`.throughput_loops`;
@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 from trainbench import workloads
 from trainbench.bench.throughput_loops import _bare_step, release_device
-from trainbench.run.context import check_autocast_kernels, make_context
-from trainbench.run.heap import frozen_heap
-from trainbench.run.training import TrainingLoop, TrainingParts
+from trainbench.measure.context import check_autocast_kernels, make_context
+from trainbench.measure.heap import frozen_heap
+from trainbench.measure.training import TrainingLoop, TrainingParts
 
 HARNESS, BARE, BARE_AA = "harness", "bare", "bare-aa"
 METHOD = "interleaved"
@@ -215,7 +215,7 @@ def measure_interleaved(spec: dict, plan: InterleavedPlan) -> Iterator[dict]:
         "dataloader": ctx.loader_kwargs,
     }
     names = list(runners)
-    with frozen_heap():  # as in a cell (trainbench.run.heap), for every variant alike
+    with frozen_heap():  # as in a cell (trainbench.measure.heap), for every variant alike
         for round_index in range(-plan.warmup_rounds, plan.rounds):
             blocks = [runners[n].run(steps) for n in palindrome(names, max(round_index, 0))]
             for row in round_rows(blocks, base, round_index):

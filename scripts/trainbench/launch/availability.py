@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from trainbench.common.records import atomic_write_json
-from trainbench.run import wall_time
-from trainbench.run.environment import child_environment
+from trainbench.launch.environment import child_environment
+from trainbench.measure import wall_time
 
 
 def _is_snakemake(cmdline: list[str]) -> bool:

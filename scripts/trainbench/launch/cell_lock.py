@@ -11,7 +11,7 @@ stops before it starts its own.
 :func:`child_guard` makes the child die with its launcher: ``PR_SET_PDEATHSIG`` on
 Linux (the kernel sends SIGKILL when the launcher dies, even ``kill -9`` or the OOM
 killer), and everywhere a watchdog pipe whose end-of-file the child's watchdog
-thread reads as "the launcher is gone" (see :func:`trainbench.run.child.watch_launcher`).
+thread reads as "the launcher is gone" (see :func:`trainbench.launch.child.watch_launcher`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Runs one cell inside its own process (started by the launcher as
-``python -X faulthandler -m trainbench.run.child SPEC RESULT``).
+``python -X faulthandler -m trainbench.launch.child SPEC RESULT``).
 
 Writes RESULT atomically: ``unavailable`` with the reason, ``ok`` with the
 workload's result, or ``failed`` with the exception. A crash (abort, segfault,
@@ -18,7 +18,7 @@ import time
 import traceback
 
 # The moment the interpreter reached this module (after the standard library above,
-# before torch): the child's first mark (trainbench.run.wall_time).
+# before torch): the child's first mark (trainbench.measure.wall_time).
 MODULE_REACHED = time.perf_counter()
 
 
@@ -35,13 +35,13 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     """Run the cell. ``facts`` collects the environment (torch version, packages,
     the device's name) as soon as each is known, so a failed run still has them."""
     import torch
-    from trainbench.run import wall_time
-    from trainbench.run.canary import run_canary
-    from trainbench.run.context import DeviceUnavailable, make_context
-    from trainbench.run.dispatch import run_workload
-    from trainbench.run.environment import package_versions
-    from trainbench.run.numeric_fault import fault_context
-    from trainbench.run.trackers import capture_warnings
+    from trainbench.launch.dispatch import run_workload
+    from trainbench.launch.environment import package_versions
+    from trainbench.measure import wall_time
+    from trainbench.measure.canary import run_canary
+    from trainbench.measure.context import DeviceUnavailable, make_context
+    from trainbench.measure.numeric_fault import fault_context
+    from trainbench.measure.trackers import capture_warnings
 
     t_start = time.perf_counter()
     facts.update(packages=package_versions(), torch_version=torch.__version__)
@@ -56,7 +56,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     # training and evaluation: the device's math is wrong for the whole run.
     with fault_context(ctx):
         # Before training and outside every timed region; never raises (an error is
-        # recorded). A float64 reference (trainbench.run.reference) has no canary.
+        # recorded). A float64 reference (trainbench.launch.reference) has no canary.
         with wall_time.span("canary"):
             numerics = None if spec.get("reference") else run_canary(ctx)
         with capture_warnings() as warning_log:
@@ -88,7 +88,7 @@ def watch_launcher() -> None:
     portable twin of Linux's PR_SET_PDEATHSIG, which the launcher also sets)."""
     import threading
 
-    from trainbench.run.cell_lock import WATCHDOG_FD_VARIABLE
+    from trainbench.launch.cell_lock import WATCHDOG_FD_VARIABLE
 
     fd = os.environ.get(WATCHDOG_FD_VARIABLE)
     if not fd:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGTERM, chain=True)
     watch_launcher()
     from trainbench.common.records import atomic_write_json
-    from trainbench.run import wall_time
+    from trainbench.measure import wall_time
 
     wall_time.open_marks(result_path + wall_time.MARKS_SUFFIX)
     wall_time.mark("child_start", MODULE_REACHED)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def main_forked(argv: list[str]) -> int:
-    """:func:`main` in a child forked by :mod:`trainbench.run.fork_server`: its first mark
+    """:func:`main` in a child forked by :mod:`trainbench.launch.fork_server`: its first mark
     is the fork, not this module's import (done in the server long before), and the
     exit handlers run as at a normal exit (DataLoader workers are stopped)."""
     global MODULE_REACHED

@@ -1,6 +1,6 @@
 """The launcher's hold on a cell's child process while it runs.
 
-The child runs in its own process group (see :func:`trainbench.run.launcher.run_attempt`).
+The child runs in its own process group (see :func:`trainbench.launch.launcher.run_attempt`).
 :func:`wait_for_child` waits for it with the attempt's timeout (SIGTERM to the group,
 SIGKILL after a grace period) and gives its peak memory; the launcher's own parent
 dying (Snakemake killed) and stop signals sent to the launcher (Snakemake stopping the
@@ -22,7 +22,7 @@ TERM_GRACE_S = 5.0
 
 class SpawnedChild:
     """A child started with ``subprocess.Popen``: ``pid``, ``poll_exit`` and ``wait``
-    (the same face as :class:`trainbench.run.fork_client.ForkedChild`)."""
+    (the same face as :class:`trainbench.launch.fork_client.ForkedChild`)."""
 
     def __init__(self, proc: subprocess.Popen):
         self.proc, self.pid = proc, proc.pid

@@ -12,6 +12,8 @@ import re
 import signal as _signal
 from dataclasses import dataclass
 
+from trainbench.measure.parts import COMPILE_ERROR_NAMES
+
 OOM_PATTERNS = (
     r"out of memory",
     r"MPS backend out of memory",
@@ -48,16 +50,6 @@ ACCELERATOR_PATTERNS = (
     r"failed assertion",
     r"MPSNDArray",
     r"LLVM ERROR",
-)
-# torch.compile's exception classes (dynamo, inductor) and the loop's wrapper.
-COMPILE_ERROR_NAMES = frozenset(
-    {
-        "CompileFailedError",
-        "TorchDynamoException",
-        "BackendCompilerFailed",
-        "InductorError",
-        "Unsupported",
-    }
 )
 COMPILE_PATTERNS = (r"torch\.compile\(mode=", r"BackendCompilerFailed", r"InductorError")
 # Messages that mean "results are wrong" even though the run went on (pytorch#125954).

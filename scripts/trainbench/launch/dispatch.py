@@ -12,13 +12,13 @@ from trainbench.config.registry import info, load_entry
 def run_workload(ctx: Any) -> dict:
     """Run the cell's workload: a microbenchmark's own ``run``, or the training loop
     over the parts the workload's entry builds. Marks where the workload's import,
-    its data and model set-up and the loop begin and end (:mod:`trainbench.run.wall_time`)."""
-    from trainbench.run import wall_time
+    its data and model set-up and the loop begin and end (:mod:`trainbench.measure.wall_time`)."""
+    from trainbench.measure import wall_time
 
     wall_time.mark("workload_start")
-    from trainbench.run.context import DeviceUnavailable
-    from trainbench.run.parts_contract import build_failed, check_full_batch, check_parts
-    from trainbench.run.training import run_training
+    from trainbench.measure.context import DeviceUnavailable
+    from trainbench.measure.parts_contract import build_failed, check_full_batch, check_parts
+    from trainbench.measure.training import run_training
 
     name, settings = ctx.spec["cell"]["workload"], ctx.workload_settings
     found = info(name, settings)
@@ -42,7 +42,7 @@ def run_workload(ctx: Any) -> dict:
     # The loop marks its own analysis (TrainingLoop.run: steady state, windows, summaries).
     with wall_time.span("loop"):
         if ctx.spec.get("reference"):
-            from trainbench.run.reference_run import run_reference
+            from trainbench.measure.reference_run import run_reference
 
             return run_reference(parts, ctx)
         return run_training(parts, ctx)

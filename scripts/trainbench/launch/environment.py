@@ -10,6 +10,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from trainbench.measure.cpu_features import cpu_model_name
+
 TRACKED_PACKAGES = (
     "torch",
     "numpy",
@@ -126,36 +128,11 @@ def host_facts() -> dict:
 
 def cpu_precision_flags() -> list[str]:
     """The CPU's flags that decide low-precision kernels (avx2, avx512_bf16, amx_bf16,
-    ARM bf16 ...; trainbench.run.cpu_features.PRECISION_FLAGS), sorted; empty when the
+    ARM bf16 ...; trainbench.measure.cpu_features.PRECISION_FLAGS), sorted; empty when the
     platform exposes none (no /proc/cpuinfo, no sysctl)."""
-    from trainbench.run.cpu_features import PRECISION_FLAGS, cpu_flags
+    from trainbench.measure.cpu_features import PRECISION_FLAGS, cpu_flags
 
     return sorted(f for f in cpu_flags()[0] if f in PRECISION_FLAGS)
-
-
-def cpu_model_name() -> str:
-    """Best-effort CPU model string (Linux /proc/cpuinfo, macOS sysctl)."""
-    if sys.platform.startswith("linux"):
-        try:
-            with open("/proc/cpuinfo") as fh:
-                for line in fh:
-                    if line.lower().startswith("model name"):
-                        return line.split(":", 1)[1].strip()
-        except OSError:
-            pass
-    if sys.platform == "darwin":
-        try:
-            out = subprocess.run(
-                ["sysctl", "-n", "machdep.cpu.brand_string"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-            )
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return platform.processor() or platform.machine()
 
 
 # -- the child's environment -----------------------------------------------------------

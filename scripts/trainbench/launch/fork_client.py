@@ -1,4 +1,4 @@
-"""The launcher's side of the fork server (:mod:`trainbench.run.fork_server`): find or
+"""The launcher's side of the fork server (:mod:`trainbench.launch.fork_server`): find or
 start the run's server for an environment, ask it to fork a cell, and watch that child
 as a ``Popen`` would be watched."""
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainbench.run.fork_server import (
+from trainbench.launch.fork_server import (
     DESCRIPTORS,
     PER_ATTEMPT_VARIABLES,
     START_TIMEOUT_S,
@@ -63,7 +63,7 @@ def ensure_server(env: dict, owner: dict, timeout: float = START_TIMEOUT_S) -> P
         fcntl.flock(lock, fcntl.LOCK_EX)
         if path.exists():
             return path
-        command = [sys.executable, "-X", "faulthandler", "-m", "trainbench.run.fork_server"]
+        command = [sys.executable, "-X", "faulthandler", "-m", "trainbench.launch.fork_server"]
         command += ["--socket", str(path), "--owner", str(owner["pid"])]
         if owner.get("started"):
             command += ["--owner-started", repr(owner["started"])]

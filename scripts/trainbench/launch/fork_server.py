@@ -114,12 +114,12 @@ def check_fork_is_clean() -> None:
 
 # What every cell's child imports, whatever its workload: imported when the server starts.
 CORE_MODULES = (
-    "trainbench.run.child",
-    "trainbench.run.canary",
-    "trainbench.run.context",
-    "trainbench.run.trackers",
-    "trainbench.run.numeric_fault",
-    "trainbench.run.training",
+    "trainbench.launch.child",
+    "trainbench.measure.canary",
+    "trainbench.measure.context",
+    "trainbench.measure.trackers",
+    "trainbench.measure.numeric_fault",
+    "trainbench.measure.training",
     "sklearn.metrics",
 )
 
@@ -358,7 +358,7 @@ class Server:
 
 def _become_child(request: dict, fds: dict[str, int], wake_read: int) -> None:
     """In the forked child: take the launcher's descriptors, environment and folder,
-    then run trainbench.run.child's main as ``python -m trainbench.run.child`` would."""
+    then run trainbench.launch.child's main as ``python -m trainbench.launch.child`` would."""
     code = 1
     try:
         signal.set_wakeup_fd(-1)
@@ -368,7 +368,7 @@ def _become_child(request: dict, fds: dict[str, int], wake_read: int) -> None:
         if sys.platform.startswith("linux"):
             import ctypes
 
-            from trainbench.run.cell_lock import PR_SET_PDEATHSIG
+            from trainbench.launch.cell_lock import PR_SET_PDEATHSIG
 
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -383,7 +383,7 @@ def _become_child(request: dict, fds: dict[str, int], wake_read: int) -> None:
         os.environ["TRAINBENCH_WATCHDOG_FD"] = str(fds["watchdog"])
         sys.path[0] = request["cwd"]
         sys.argv = ["-m", *request["argv"]]
-        from trainbench.run import child
+        from trainbench.launch import child
 
         code = child.main_forked(request["argv"][1:])
     except BaseException:

@@ -29,18 +29,19 @@ from trainbench.common.code_identity import code_identity
 from trainbench.common.records import SCHEMA_VERSION, write_record
 from trainbench.config import FAULTS_ENV
 from trainbench.config.registry import WORKLOADS
-from trainbench.run import fork_client, wall_time
-from trainbench.run.availability import AvailabilityMemo, _snakemake_run
-from trainbench.run.cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
-from trainbench.run.child_process import SpawnedChild, forward_stop_signals, wait_for_child
-from trainbench.run.classify import classify, find_silent_corruption, signal_name
-from trainbench.run.environment import (
+from trainbench.launch import fork_client
+from trainbench.launch.availability import AvailabilityMemo, _snakemake_run
+from trainbench.launch.cell_lock import WATCHDOG_FD_VARIABLE, CellLock, child_guard
+from trainbench.launch.child_process import SpawnedChild, forward_stop_signals, wait_for_child
+from trainbench.launch.classify import classify, find_silent_corruption, signal_name
+from trainbench.launch.environment import (
     BEHAVIOUR_VARIABLES,
     INHERITED_THREAD_VARIABLES,
     child_environment,
     git_commit,
     host_facts,
 )
+from trainbench.measure import wall_time
 
 
 @dataclass
@@ -55,7 +56,7 @@ class ChildRun:
     stdout: str
     stderr: str
     result: dict | None  # the child's result.json; None when absent, unreadable or timed out
-    marks: dict  # the child's wall-time marks, seconds since Popen (trainbench.run.wall_time)
+    marks: dict  # the child's wall-time marks, seconds since Popen (trainbench.measure.wall_time)
     start: dict  # how the child started: method (fork_server or spawn), why, the server
 
 
@@ -83,7 +84,7 @@ def start_method(spec: dict) -> tuple[str, dict | None, str]:
     """How this attempt's child starts: ``("fork_server", owner, why)`` or
     ``("spawn", None, why)``. ``auto`` forks from a pre-imported server on Linux under
     a local Snakemake run (the server lives as long as that run); a cluster job, a
-    launcher outside Snakemake, macOS and Windows spawn (trainbench.run.fork_server)."""
+    launcher outside Snakemake, macOS and Windows spawn (trainbench.launch.fork_server)."""
     asked = spec["launcher"].get("start_method", "auto")
     if asked == "spawn":
         return "spawn", None, "launcher.start_method is spawn"
@@ -144,7 +145,7 @@ def _start_child(spec: dict, env: dict, argv: list[str], fds: dict[str, int], lo
 
 
 def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = None) -> ChildRun:
-    """Start ``python -m trainbench.run.child`` on ``spec`` in its own process group (forked
+    """Start ``python -m trainbench.launch.child`` on ``spec`` in its own process group (forked
     by the run's pre-imported server, or spawned), with the attempt's files in
     ``folder``, and wait for it (the launcher's timeout)."""
     env, _ = child_environment(spec)
@@ -153,9 +154,9 @@ def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = No
     spec_path, result_path = folder / "spec.json", folder / "result.json"
     stdout_path, stderr_path = folder / "stdout.txt", folder / "stderr.txt"
     spec_path.write_text(json.dumps(spec))
-    argv = ["trainbench.run.child", str(spec_path), str(result_path), str(attempt)]
+    argv = ["trainbench.launch.child", str(spec_path), str(result_path), str(attempt)]
     started = time.time()
-    # The Popen mark, the clock of trainbench.run.wall_time: a fork server's start-up, when
+    # The Popen mark, the clock of trainbench.measure.wall_time: a fork server's start-up, when
     # this attempt waits for one, counts with its process start and imports.
     t0 = time.perf_counter()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -388,10 +389,10 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
         "reason": child.get("reason") if final["status"] == "unavailable" else None,
         "error": final.get("error") if final["status"] == "failed" else None,
         "host_peak_rss_bytes": final.get("child_peak_rss_bytes"),
-        # The numerical canary (trainbench.run.canary), run before training; absent when the
+        # The numerical canary (trainbench.measure.canary), run before training; absent when the
         # cell never reached its device or the child died.
         "numerics": child.get("numerics"),
-        # Where the final attempt's time went (trainbench.run.wall_time; its own copy: the
+        # Where the final attempt's time went (trainbench.measure.wall_time; its own copy: the
         # launcher's facts are added to it).
         "wall_time": dict(final.get("wall_time") or wall_time.without_child("no attempt")),
     }

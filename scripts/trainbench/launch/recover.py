@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-CELL_MARKERS = ("trainbench.run.child", "run_cell.py")
+CELL_MARKERS = ("trainbench.launch.child", "run_cell.py")
 
 
 def _same_dir(proc: psutil.Process, workdir: Path) -> bool:

@@ -7,7 +7,7 @@ arithmetic — until training, which amplifies every difference, has turned the
 rounding into a change as large as a change of seed. A run of the same steps in
 float64 is the yardstick: how far the baseline's float32 losses lie from it says how
 far correct arithmetic of that precision drifts on this workload, at each step; the
-parity test scales that by each device's precision (``trainbench.run.precision``).
+parity test scales that by each device's precision (``trainbench.measure.precision``).
 
 One reference per workload, batch size and repeat, on the CPU (float64 exists
 everywhere there, not on MPS): the baseline cell's spec with ``reference: {dtype,
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from trainbench import config as tbconfig
 from trainbench.common.records import atomic_write_json
-from trainbench.run.reference_run import REFERENCE_DTYPE
+from trainbench.measure.reference_run import REFERENCE_DTYPE
 
 SKIPPED = "skipped"
 
@@ -97,7 +97,7 @@ def make_reference(
     """Write the reference record of one repeat: run it (through the launcher) when
     :func:`need_for_reference` says it is needed, else a ``skipped`` record with the
     reason."""
-    from trainbench.run.launcher import run_cell
+    from trainbench.launch.launcher import run_cell
 
     baseline = read_records([baseline_record])[0]
     reason = need_for_reference(baseline, read_records(other_records))

@@ -64,7 +64,7 @@ The canary runs before training, outside every timed region, and synchronizes th
 device at its edges. Its CPU side (the float64 reference; the whole battery in a CPU
 cell) runs on one thread, restored afterwards: a CPU cell's multi-threaded kernels
 are not what it checks — the CPU is the trusted side. It never calls ``torch.mps``
-itself: the device object does (feature-detected in :mod:`trainbench.run.devices`). An
+itself: the device object does (feature-detected in :mod:`trainbench.measure.devices`). An
 op that raises is recorded with its message (status ``error`` when no op failed
 numerically); an exception outside the ops is recorded as ``{"status": "error",
 "message": ...}`` by :func:`run_canary`.
@@ -360,7 +360,7 @@ def _summary(ops: dict[str, dict]) -> dict:
 def run_battery(ctx: Any, battery: tuple[CanaryOp, ...] = BATTERY) -> dict:
     """Every op of ``battery`` on the cell's device; an op that raises is recorded
     with its message and the others still run."""
-    from trainbench.run.trackers import capture_warnings
+    from trainbench.measure.trackers import capture_warnings
 
     precision = precision_of(ctx)
     device = torch.device(ctx.torch_device)
@@ -404,7 +404,7 @@ def single_threaded() -> Iterator[None]:
 
 
 def run_canary(ctx: Any) -> dict:
-    """The canary's record for the cell in ``ctx`` (a :class:`trainbench.run.context.
+    """The canary's record for the cell in ``ctx`` (a :class:`trainbench.measure.context.
     RunContext`); never raises: an exception becomes ``{"status": "error", ...}``.
     Runs :func:`single_threaded` on the CPU side, and frees the device's cached memory
     afterwards, so training starts with its own thread count and a clean allocator

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from trainbench.run import faults
-from trainbench.run.devices import AmpPolicy, Device
-from trainbench.run.trackers import WarningLog
+from trainbench.measure import faults
+from trainbench.measure.devices import AmpPolicy, Device
+from trainbench.measure.trackers import WarningLog
 
 
 @dataclass
@@ -70,11 +70,11 @@ class PrecisionUnavailable(DeviceUnavailable):
 
 def check_autocast_kernels(model: torch.nn.Module, ctx: RunContext) -> None:
     """Before anything is timed: on the CPU under autocast, probe the model's kernel
-    kinds in the autocast dtype (trainbench.run.cpu_features); raises PrecisionUnavailable
+    kinds in the autocast dtype (trainbench.measure.cpu_features); raises PrecisionUnavailable
     with one line naming the dtype, the kernel and the instruction set found."""
     if ctx.device.backend != "cpu" or not ctx.amp.enabled:
         return
-    from trainbench.run.cpu_features import autocast_unavailable
+    from trainbench.measure.cpu_features import autocast_unavailable
 
     reason = autocast_unavailable(model, ctx.amp.dtype)
     if reason:
@@ -89,8 +89,8 @@ def make_context(spec: dict, attempt: int = 1, facts: dict | None = None) -> Run
     import random
 
     import numpy as np
-    from trainbench.run.devices import get_device
-    from trainbench.run.faults import active_fault
+    from trainbench.measure.devices import get_device
+    from trainbench.measure.faults import active_fault
 
     device = get_device(spec["backend"], spec["device_settings"])
     available, reason = device.availability()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,28 @@ def _first_failure(model: Any, torch_dtype: Any, dtype: str) -> str | None:
                 f"instruction set {isa_text(isa_facts())}"
             )
     return None
+
+
+def cpu_model_name() -> str:
+    """Best-effort CPU model string (Linux /proc/cpuinfo, macOS sysctl)."""
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/cpuinfo") as fh:
+                for line in fh:
+                    if line.lower().startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+    if sys.platform == "darwin":
+        try:
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            )
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine()

@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-from trainbench.run.cpu_features import isa_facts
-from trainbench.run.environment import cpu_model_name
-from trainbench.run.precision import matmul_facts
+from trainbench.measure.cpu_features import cpu_model_name, isa_facts
+from trainbench.measure.precision import matmul_facts
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What evaluation parity compares: the leaves of ``evaluate``'s outputs, their errors
 against the float64 reference, and the test fault that corrupts them
-(:mod:`trainbench.run.eval_parity` runs the passes; :mod:`trainbench.common.eval_envelope`
+(:mod:`trainbench.measure.eval_parity` runs the passes; :mod:`trainbench.common.eval_envelope`
 judges the errors)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from trainbench.run.canary import relative_error
-from trainbench.run.parts_contract import CONTRACT, BadInputError, entry_name
+from trainbench.measure.canary import relative_error
+from trainbench.measure.parts_contract import CONTRACT, BadInputError, entry_name
 
 TINY = 1e-30
 
@@ -113,8 +113,8 @@ def check_same_structure(device: Any, reference: Any, ctx: Any, key: str) -> Non
 def corrupt_outputs(value: Any, size: float) -> Any:
     """The test fault ``eval_output_error``: ``value`` with every floating tensor or
     array multiplied by 1 ± ``size`` on a fraction of its tiles
-    (:func:`trainbench.run.numeric_fault.tile_factors`); training is untouched."""
-    from trainbench.run.numeric_fault import corrupt_
+    (:func:`trainbench.measure.numeric_fault.tile_factors`); training is untouched."""
+    from trainbench.measure.numeric_fault import corrupt_
 
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         return corrupt_(value.detach().clone(), size)

@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from trainbench.common.eval_envelope import ALLOWANCES, judge
 from trainbench.common.precision_classes import coarsest, precision_of
-from trainbench.run.data import to_device
-from trainbench.run.eval_outputs import check_same_structure, compare_outputs, corrupt_outputs
-from trainbench.run.parts_contract import BadInputError
-from trainbench.run.precision import cast_floats, default_dtype
+from trainbench.measure.data import to_device
+from trainbench.measure.eval_outputs import check_same_structure, compare_outputs, corrupt_outputs
+from trainbench.measure.parts_contract import BadInputError
+from trainbench.measure.precision import cast_floats, default_dtype
 
 if TYPE_CHECKING:
-    from trainbench.run.training import TrainingLoop
+    from trainbench.measure.training import TrainingLoop
 
 FAULT = "eval_output_error"
 REFERENCE = "CPU float64"
@@ -140,8 +140,8 @@ def _class_reason(amp: str | None, facts: dict) -> str:
 
 def fault_size(ctx: Any) -> float | None:
     """The size of the active ``eval_output_error`` fault, or None."""
-    from trainbench.run.faults import active_fault_entry
-    from trainbench.run.numeric_fault import DEFAULT_SIZE
+    from trainbench.measure.faults import active_fault_entry
+    from trainbench.measure.numeric_fault import DEFAULT_SIZE
 
     entry = active_fault_entry(ctx.spec, ctx.attempt)
     if not entry or entry.get("fault") != FAULT:

@@ -6,9 +6,9 @@ test's environment), and the child refuses it again unless the launcher marked
 the spec as allowed. Each fault imitates a failure seen in the field: the same
 exception class and message, or a real signal. ``silent_numeric_error`` (an entry
 may carry ``size``, default 0.1) makes the device's math silently wrong for the whole
-run instead: see :mod:`trainbench.run.numeric_fault`; ``eval_output_error`` (``size``
+run instead: see :mod:`trainbench.measure.numeric_fault`; ``eval_output_error`` (``size``
 too) makes only the evaluation's outputs wrong, training untouched: see
-:mod:`trainbench.run.eval_parity`.
+:mod:`trainbench.measure.eval_parity`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def active_fault(spec: dict, attempt: int) -> str | None:
 def inject(fault: str) -> None:
     """Trigger ``fault`` now. Faults that corrupt results instead of raising
     (nan_loss, silent_corruption, eval_output_error) are handled by the training loop;
-    silent_numeric_error by the child (:mod:`trainbench.run.numeric_fault`)."""
+    silent_numeric_error by the child (:mod:`trainbench.measure.numeric_fault`)."""
     if fault == "exception":
         raise InjectedFault("injected Python exception")
     if fault == "sigabrt":

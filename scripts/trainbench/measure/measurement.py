@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from trainbench.run.steady import (
+from trainbench.measure.steady import (
     NO_STEADY_STATE,
     detect_steady_state,
     dispersion,

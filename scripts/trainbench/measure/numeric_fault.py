@@ -192,7 +192,7 @@ def fault_context(ctx: Any) -> contextlib.AbstractContextManager:
     """What the child enters around the canary and the workload: the fault when the
     cell's active fault is ``silent_numeric_error`` (its entry's ``size``, default
     :data:`DEFAULT_SIZE`), else nothing."""
-    from trainbench.run.faults import active_fault_entry
+    from trainbench.measure.faults import active_fault_entry
 
     entry = active_fault_entry(ctx.spec, ctx.attempt)
     if not entry or entry.get("fault") != FAULT:

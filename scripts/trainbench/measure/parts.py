@@ -1,5 +1,6 @@
 """What a workload hands the training loop (``TrainingParts``; its contract is checked
-by :mod:`trainbench.run.parts_contract`), and the loop's own error classes."""
+by :mod:`trainbench.measure.parts_contract`), and the loop's own error classes and the
+names of torch.compile's (which the launcher classifies a failed cell by, without torch)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-if TYPE_CHECKING:
-    from trainbench.run.context import RunContext
+if TYPE_CHECKING:  # torch for the annotations only: the launcher imports this module
+    import torch
+    from trainbench.measure.context import RunContext
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -19,6 +19,18 @@ class NonFiniteLossError(FloatingPointError):
 
 class CompileFailedError(RuntimeError):
     """torch.compile could not compile the training step (recorded as compile_failed)."""
+
+
+# torch.compile's exception classes (dynamo, inductor) and the loop's wrapper.
+COMPILE_ERROR_NAMES = frozenset(
+    {
+        "CompileFailedError",
+        "TorchDynamoException",
+        "BackendCompilerFailed",
+        "InductorError",
+        "Unsupported",
+    }
+)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from trainbench.run.parts import TrainingParts
+from trainbench.measure.parts import TrainingParts
 
 CONTRACT = "the contract: docs/configuration.md#your-own-model, examples/my_model.py"
 

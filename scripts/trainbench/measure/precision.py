@@ -3,7 +3,7 @@ fine that arithmetic is.
 
 Workloads compute their losses and similarities "in float32 whatever the autocast"
 (a bf16 product rounds near-equal logits together). Written as ``x.float()`` that
-would also pull a float64 reference run (:mod:`trainbench.run.reference`) back to
+would also pull a float64 reference run (:mod:`trainbench.launch.reference`) back to
 float32, so workloads write :func:`upcast` instead: at least the default floating
 dtype, which is float32 in every cell and float64 while a reference runs.
 

@@ -4,7 +4,7 @@ from which the analysis reads time to a target (docs/statistics.md §4).
 
 Nothing here runs inside a timed region: a point is taken after its evaluation pass,
 from what the loop and its trackers already hold. Its wall time is a mark on the wall
-clock of :mod:`trainbench.run.wall_time` (``quality_<index>``), which the launcher turns
+clock of :mod:`trainbench.measure.wall_time` (``quality_<index>``), which the launcher turns
 into seconds since the attempt started (the record's ``wall_time.marks``).
 """
 
@@ -16,12 +16,12 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from trainbench.run import wall_time
+from trainbench.common.vocabulary import MARK_PREFIX
+from trainbench.measure import wall_time
 
 if TYPE_CHECKING:
-    from trainbench.run.training import TrainingLoop
+    from trainbench.measure.training import TrainingLoop
 
-MARK_PREFIX = "quality_"
 # The default cadence: enough passes to resolve a time to target to an eighth of the run.
 DEFAULT_PASSES = 8
 # What the epoch row holds of an epoch that ends without an evaluation pass.

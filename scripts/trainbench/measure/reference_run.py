@@ -1,5 +1,5 @@
 """The float64 reference run in the child (the spec and the decision to make one are
-in :mod:`trainbench.run.reference`)."""
+in :mod:`trainbench.launch.reference`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 REFERENCE_DTYPE = "float64"
 
 if TYPE_CHECKING:
-    from trainbench.run.context import RunContext
-    from trainbench.run.training import TrainingParts
+    from trainbench.measure.context import RunContext
+    from trainbench.measure.training import TrainingParts
 
 
 def run_reference(parts: TrainingParts, ctx: RunContext) -> dict:
@@ -20,9 +20,9 @@ def run_reference(parts: TrainingParts, ctx: RunContext) -> dict:
     import time
 
     import torch
-    from trainbench.run.precision import cast_floats, default_dtype
-    from trainbench.run.training import TrainingLoop
-    from trainbench.run.training_facts import model_facts
+    from trainbench.measure.precision import cast_floats, default_dtype
+    from trainbench.measure.training import TrainingLoop
+    from trainbench.measure.training_facts import model_facts
 
     loop = TrainingLoop(parts, ctx)
     dtype = torch.float64

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from trainbench.run.training import TrainingLoop
+    from trainbench.measure.training import TrainingLoop
 
 PROFILED_STEPS = 10  # CUDA: steps under torch.profiler for the kernel-time cross-check
 

@@ -3,9 +3,9 @@
 A workload supplies its model, optimizer, loaders, a loss function and an
 evaluation function (:class:`TrainingParts`). The loop owns what makes the numbers
 honest and comparable across devices, through small trackers
-(:mod:`trainbench.run.trackers`): every step timed (events or clock) inside regions
+(:mod:`trainbench.measure.trackers`): every step timed (events or clock) inside regions
 synchronized only at their edges, steady state detected from that series
-(:mod:`trainbench.run.steady`), evaluation timed apart with the cold first pass
+(:mod:`trainbench.measure.steady`), evaluation timed apart with the cold first pass
 reported apart, memory per epoch, energy per domain over the timed regions, other
 processes' CPU use, placement and autocast checks after the first step, NaN detection.
 See docs/statistics.md.
@@ -20,21 +20,25 @@ from collections.abc import Callable, Iterator
 
 import torch
 from tqdm import tqdm
-from trainbench.run import eval_parity, quality, step_breakdown, wall_time
-from trainbench.run.classify import COMPILE_ERROR_NAMES
-from trainbench.run.context import RunContext, check_autocast_kernels
-from trainbench.run.data import batch_size_of, staged_batches
-from trainbench.run.devices import AmpPolicy
-from trainbench.run.heap import frozen_heap
-from trainbench.run.measurement import (
+from trainbench.measure import eval_parity, quality, step_breakdown, wall_time
+from trainbench.measure.context import RunContext, check_autocast_kernels
+from trainbench.measure.data import batch_size_of, staged_batches
+from trainbench.measure.devices import AmpPolicy
+from trainbench.measure.heap import frozen_heap
+from trainbench.measure.measurement import (
     TimingProtocol,
     extension_steps_needed,
     measurement_window,
     window_phase,
 )
-from trainbench.run.parts import CompileFailedError, NonFiniteLossError, TrainingParts
-from trainbench.run.parts_contract import check_evaluation, check_full_batch, check_loss_output
-from trainbench.run.trackers import (
+from trainbench.measure.parts import (
+    COMPILE_ERROR_NAMES,
+    CompileFailedError,
+    NonFiniteLossError,
+    TrainingParts,
+)
+from trainbench.measure.parts_contract import check_evaluation, check_full_batch, check_loss_output
+from trainbench.measure.trackers import (
     EVAL,
     TRAIN,
     AutocastProbe,
@@ -46,7 +50,7 @@ from trainbench.run.trackers import (
     autocast_facts,
     verify_placement,
 )
-from trainbench.run.training_result import loop_result
+from trainbench.measure.training_result import loop_result
 
 # At most this many extension regions (each re-measures the window first).
 MAX_EXTENSION_REGIONS = 5
@@ -90,7 +94,7 @@ class TrainingLoop:
         self.epochs = int(settings["epochs"])
         self.warmup_steps = int(settings["warmup_steps"])
         self.accumulation = int(settings.get("gradient_accumulation", 1))
-        # A float64 reference run (trainbench.run.reference) computes without autocast.
+        # A float64 reference run (trainbench.launch.reference) computes without autocast.
         self.reference = ctx.spec.get("reference")
         self.amp = (
             AmpPolicy(False, None, False, "float64 reference: autocast off")
@@ -145,7 +149,7 @@ class TrainingLoop:
         self.first_step_seconds: float | None = None
         self.breakdown: dict | None = None  # the diagnostic pass (diagnose_steps)
         self.final_evaluation: eval_parity.FinalEvaluation | None = None
-        self.eval_parity: dict | None = None  # trainbench.run.eval_parity, after it
+        self.eval_parity: dict | None = None  # trainbench.measure.eval_parity, after it
         self._autocast_flag: bool | None = None
         self.global_step = 0
         self.started_at = time.perf_counter()
@@ -444,7 +448,7 @@ class TrainingLoop:
     # -- where a step's time goes (after every timed region) --------------------------
 
     def diagnose_steps(self) -> None:
-        """The diagnostic pass (trainbench.run.step_breakdown), after the last timed region;
+        """The diagnostic pass (trainbench.measure.step_breakdown), after the last timed region;
         none for a float64 reference. An error in it is recorded, never the cell's."""
         settings = (self.ctx.spec.get("timing") or {}).get("step_breakdown") or {}
         if self.reference or not settings.get("enabled", True):

@@ -1,15 +1,15 @@
 """What a training run's record says about its model, settings, checks and task
-(the parts of :meth:`trainbench.run.training.TrainingLoop.result` that are facts about
+(the parts of :meth:`trainbench.measure.training.TrainingLoop.result` that are facts about
 the run rather than measurements)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainbench.run.heap import GC_METHOD
+from trainbench.measure.heap import GC_METHOD
 
 if TYPE_CHECKING:
-    from trainbench.run.training import TrainingLoop, TrainingParts
+    from trainbench.measure.training import TrainingLoop, TrainingParts
 
 
 def model_facts(parts: TrainingParts) -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainbench.run.measurement import epoch_windows, eval_window
-from trainbench.run.training_facts import (
+from trainbench.measure.measurement import epoch_windows, eval_window
+from trainbench.measure.training_facts import (
     model_facts,
     settings_facts,
     task_facts,
@@ -15,7 +15,7 @@ from trainbench.run.training_facts import (
 )
 
 if TYPE_CHECKING:
-    from trainbench.run.training import TrainingLoop
+    from trainbench.measure.training import TrainingLoop
 
 
 def loop_result(loop: TrainingLoop) -> dict:

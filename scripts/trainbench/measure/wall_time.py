@@ -22,32 +22,14 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import IO
 
+from trainbench.common.vocabulary import MEASUREMENT, PHASES
+
 CLOCK = (
     "time.perf_counter: CLOCK_MONOTONIC on Linux, mach_absolute_time on macOS, "
     "QueryPerformanceCounter on Windows; system-wide, shared by the launcher and its child"
 )
 MARKS_SUFFIX = ".marks"
 
-# The phases of an attempt, in the order they happen; they add up to its duration.
-PHASES = (
-    "process_start_and_imports",
-    "device_initialisation",
-    "canary",
-    "data_and_model_setup",
-    "warmup",
-    "timed_training",
-    "extension",
-    "evaluation",
-    "step_breakdown",
-    "eval_parity",
-    "training_bookkeeping",
-    "analysis",
-    "writing",
-    "exit",
-    "unattributed",
-)
-# What is measurement; everything else is the cost of measuring.
-MEASUREMENT = ("canary", "warmup", "timed_training", "extension", "evaluation")
 # The training loop (run_training, a microbenchmark's run, a float64 reference), split
 # by :func:`loop_phases` into the measurement phases, analysis and bookkeeping.
 LOOP = "training_loop"
@@ -161,9 +143,9 @@ def loop_phases(loop_seconds: float, result: Mapping | None, marks: Mapping) -> 
     """The training loop's seconds as measurement phases, analysis (the result's
     analysis: steady state, windows, summaries) and training_bookkeeping (the rest)."""
     phases = measured_phases(result)
-    # The diagnostic pass after the timed window (trainbench.run.step_breakdown): its own
+    # The diagnostic pass after the timed window (trainbench.measure.step_breakdown): its own
     # phase, outside measurement (it explains the measurement, it is not part of it).
-    # Evaluation parity after it (trainbench.run.eval_parity): a verification, its own phase.
+    # Evaluation parity after it (trainbench.measure.eval_parity): a verification, its own phase.
     training = (result or {}).get("kind") == "training"
     for phase in ("step_breakdown", "eval_parity"):
         part = ((result or {}).get(phase) or {}) if training else {}

@@ -9,12 +9,12 @@ small object that observes the synchronized edges of every timed region
 - :mod:`.verification` — placement, autocast really active, captured warnings
 """
 
-from trainbench.run.trackers.base import EVAL, TRAIN, TimedRegion, Tracker
-from trainbench.run.trackers.energy import EnergyTracker
-from trainbench.run.trackers.host import HostActivity
-from trainbench.run.trackers.memory import MemoryTracker
-from trainbench.run.trackers.steps import StepTimer
-from trainbench.run.trackers.verification import (
+from trainbench.measure.trackers.base import EVAL, TRAIN, TimedRegion, Tracker
+from trainbench.measure.trackers.energy import EnergyTracker
+from trainbench.measure.trackers.host import HostActivity
+from trainbench.measure.trackers.memory import MemoryTracker
+from trainbench.measure.trackers.steps import StepTimer
+from trainbench.measure.trackers.verification import (
     AutocastProbe,
     WarningLog,
     autocast_facts,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from trainbench.run.devices import Device
+from trainbench.measure.devices import Device
 
 TRAIN = "train"
 EVAL = "eval"

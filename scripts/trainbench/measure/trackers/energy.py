@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainbench.run.trackers.base import EVAL, TRAIN
-from trainbench.run.trackers.energy_counters import Source, open_sources
+from trainbench.measure.trackers.base import EVAL, TRAIN
+from trainbench.measure.trackers.energy_counters import Source, open_sources
 
 OK = "ok"
 UNAVAILABLE = "unavailable"

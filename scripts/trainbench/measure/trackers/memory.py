@@ -4,7 +4,7 @@ one snapshot per epoch, so growth epoch over epoch is visible (MPS leaks that
 
 from __future__ import annotations
 
-from trainbench.run.devices import Device
+from trainbench.measure.devices import Device
 
 
 class MemoryTracker:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainbench.run.devices import Device
-from trainbench.run.trackers.base import TRAIN
+from trainbench.measure.devices import Device
+from trainbench.measure.trackers.base import TRAIN
 
 
 class StepTimer:
