@@ -93,12 +93,11 @@ torch.manual_seed(0)
 MODEL = Net().eval()
 
 
-def loop_over(batches) -> SimpleNamespace:
-    model = MODEL
+def over(batches) -> tuple[SimpleNamespace, RunContext]:
+    """(parts, context) of a CPU cell evaluating ``batches``: what the reference reads."""
     ctx = RunContext(spec={}, device=None, torch_device=torch.device("cpu"), amp=None,
                      settings_in_force={})  # fmt: skip
-    parts = SimpleNamespace(model=model, eval_loader=batches, evaluate=evaluate)
-    return SimpleNamespace(parts=parts, ctx=ctx, device=torch.device("cpu"))
+    return SimpleNamespace(model=MODEL, eval_loader=batches, evaluate=evaluate), ctx
 
 
 def test_the_float64_reference_reads_device_batches_only_after_they_arrived():
@@ -106,9 +105,9 @@ def test_the_float64_reference_reads_device_batches_only_after_they_arrived():
     host = [{"x": torch.randn(8, 6), "y": torch.randint(0, 3, (8,))} for _ in range(3)]
     on_device = [late(b) for b in host]
     final = eval_parity.FinalEvaluation.take(MODEL, {})
-    want = eval_parity.reference_evaluation(loop_over(host), final, torch.float64)
+    want = eval_parity.reference_evaluation(*over(host), final, torch.float64)
     batches = eval_parity.HostBatches(on_device, torch.float64)
-    got = eval_parity.reference_evaluation(loop_over(on_device), final, torch.float64, batches)
+    got = eval_parity.reference_evaluation(*over(on_device), final, torch.float64, batches)
     assert got["outputs"][0].dtype == torch.float64
     assert torch.equal(got["outputs"][0], want["outputs"][0])
     assert torch.equal(got["outputs"][1], want["outputs"][1])
@@ -142,11 +141,9 @@ def test_no_cell_code_copies_without_the_shared_helper():
 
 def test_the_record_names_what_the_devices_evaluation_read():
     staged = SimpleNamespace(on_device=True, device=torch.device("cpu"))
-    loop = SimpleNamespace(parts=SimpleNamespace(eval_loader=staged), device="cpu")
-    assert eval_parity.evaluation_data(loop) == "staged on cpu (gathered there)"
+    assert eval_parity.evaluation_data(staged, "cpu") == "staged on cpu (gathered there)"
     pinned = SimpleNamespace(pin_memory=True)
-    loop = SimpleNamespace(parts=SimpleNamespace(eval_loader=pinned), device="cuda")
-    assert eval_parity.evaluation_data(loop) == "host DataLoader (pinned memory)"
+    assert eval_parity.evaluation_data(pinned, "cuda") == "host DataLoader (pinned memory)"
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -173,10 +170,10 @@ def test_on_cuda_the_reference_over_staged_batches_behind_a_busy_stream_is_exact
 
     host = [dataset[list(range(i, min(i + 512, 2048)))] for i in range(0, 2048, 512)]
     final = eval_parity.FinalEvaluation.take(MODEL, {})
-    want = eval_parity.reference_evaluation(loop_over(host), final, torch.float64)
+    want = eval_parity.reference_evaluation(*over(host), final, torch.float64)
     for _ in range(5):
         batches = eval_parity.HostBatches(busy(staged), torch.float64)
-        got = eval_parity.reference_evaluation(loop_over([]), final, torch.float64, batches)
+        got = eval_parity.reference_evaluation(*over([]), final, torch.float64, batches)
         assert batches.sources == {"cuda"}
         assert torch.equal(got["outputs"][0], want["outputs"][0])
         assert torch.equal(got["outputs"][1], want["outputs"][1])

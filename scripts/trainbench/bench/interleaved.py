@@ -78,13 +78,13 @@ class HarnessRunner(Runner):
 
     def run(self, steps: int) -> Block:
         self.label += 1
-        before = len(self.loop.step_samples)
+        before = len(self.loop.state.step_samples)
         _, _, seconds = self.loop.train_steps(self.label, steps, self.batches)
         wall = self.loop.timer.region_seconds[-1]
         if self.label == 1:
             # The loop's first call holds step 0 (synchronized alone, outside the region).
             seconds, before = seconds[1:], before + 1
-        samples = sum(self.loop.step_samples[before:])
+        samples = sum(self.loop.state.step_samples[before:])
         events = float(sum(seconds)) if self.loop.timer.uses_events else None
         return Block(self.name, len(seconds), samples, wall, events)
 
@@ -201,7 +201,7 @@ def measure_interleaved(spec: dict, plan: InterleavedPlan) -> Iterator[dict]:
     warmup = max(int(spec["workload_settings"]["warmup_steps"]), plan.min_block_steps)
     # Step 0 and the configured warm-up, in the harness (its step 0 is timed apart).
     harness.run(warmup)
-    first_step_s = harness.loop.first_step_seconds
+    first_step_s = harness.loop.state.first_step_seconds
     steps = calibrate_steps(runners[BARE], plan.block_seconds, plan.min_block_steps,
                             plan.max_block_steps)  # fmt: skip
     base = {

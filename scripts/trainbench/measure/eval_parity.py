@@ -57,7 +57,8 @@ from trainbench.measure.parts_contract import BadInputError
 from trainbench.measure.precision import cast_floats, default_dtype
 
 if TYPE_CHECKING:
-    from trainbench.measure.training import TrainingLoop
+    from trainbench.measure.context import RunContext
+    from trainbench.measure.parts import TrainingParts
 
 FAULT = "eval_output_error"
 REFERENCE = "CPU float64"
@@ -99,21 +100,20 @@ def fast_path_on(model: torch.nn.Module, device_type: str) -> bool:
     return any(isinstance(m, torch.nn.MultiheadAttention) for m in model.modules())
 
 
-def evaluation_precision(loop: TrainingLoop) -> tuple[str, list[str]]:
-    """(precision class, the reasons for it) of the cell's evaluation: the coarsest of
-    its training class (autocast dtype, else TF32 where allowed and not overridden, see
-    :func:`trainbench.common.precision_classes.precision_of`), the model's own floating
-    dtype (a model cast to float16 or bfloat16) and, on CUDA, TF32 where
-    :func:`fast_path_on`."""
-    ctx = loop.ctx
+def evaluation_precision(model: torch.nn.Module, ctx: RunContext) -> tuple[str, list[str]]:
+    """(precision class, the reasons for it) of the cell's evaluation of ``model``: the
+    coarsest of its training class (autocast dtype, else TF32 where allowed and not
+    overridden, see :func:`trainbench.common.precision_classes.precision_of`), the
+    model's own floating dtype (a model cast to float16 or bfloat16) and, on CUDA, TF32
+    where :func:`fast_path_on`."""
     amp = ctx.amp.dtype if ctx.amp is not None and ctx.amp.enabled else None
     facts = ctx.settings_in_force or {}
     found = {precision_of(amp, facts, honour_override=True): _class_reason(amp, facts)}
-    dtypes = {str(p.dtype).removeprefix("torch.") for p in loop.parts.model.parameters()
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in model.parameters()
               if p.is_floating_point()}  # fmt: skip
     for dtype in dtypes & {"float16", "bfloat16"}:
         found.setdefault(dtype, f"the model's parameters are {dtype}")
-    if fast_path_on(loop.parts.model, getattr(loop.device, "type", "")):
+    if fast_path_on(model, getattr(ctx.torch_device, "type", "")):
         found.setdefault("tf32", FAST_PATH)
     chosen = coarsest(found)
     return chosen, [found[chosen], *(why for p, why in found.items() if p != chosen and why)]
@@ -225,35 +225,35 @@ class HostBatches:
 
 
 def reference_evaluation(
-    loop: TrainingLoop,
+    parts: TrainingParts,
+    ctx: RunContext,
     final: FinalEvaluation,
     dtype: torch.dtype,
     batches: HostBatches | None = None,
 ) -> dict:
     """The same evaluation on the CPU in ``dtype``, of the final evaluation's weights,
     over ``batches`` (default: the evaluation loader's, on the host)."""
-    parts = loop.parts
     cpu = torch.device("cpu")
-    ctx = dataclasses.replace(loop.ctx, torch_device=cpu)
+    ctx = dataclasses.replace(ctx, torch_device=cpu)
     batches = batches if batches is not None else HostBatches(parts.eval_loader, dtype)
     with default_dtype(dtype), torch.no_grad():
         model = reference_model(parts.model, final, dtype)
         return parts.evaluate(model, batches, ctx)
 
 
-def evaluation_data(loop: TrainingLoop) -> str:
-    """Where the device's evaluation read its batches: staged on the device, or from
-    the host through a DataLoader (its copies then as the workload makes them)."""
-    loader = loop.parts.eval_loader
+def evaluation_data(loader: Iterable, device: torch.device) -> str:
+    """Where the device's evaluation read its batches (``loader``, the cell's evaluation
+    loader): staged on the device, or from the host through a DataLoader (its copies
+    then as the workload makes them)."""
     if getattr(loader, "on_device", False):
-        return f"staged on {getattr(loader, 'device', loop.device)} (gathered there)"
+        return f"staged on {getattr(loader, 'device', device)} (gathered there)"
     pinned = bool(getattr(loader, "pin_memory", False))
     return "host DataLoader" + (" (pinned memory)" if pinned else "")
 
 
-def _metrics(loop: TrainingLoop, evaluation: dict) -> dict:
-    if "outputs" in evaluation and loop.parts.score is not None:
-        return loop.parts.score(evaluation["outputs"])
+def _metrics(parts: TrainingParts, evaluation: dict) -> dict:
+    if "outputs" in evaluation and parts.score is not None:
+        return parts.score(evaluation["outputs"])
     return dict(evaluation.get("metrics") or {})
 
 
@@ -265,40 +265,42 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def evaluate_on_cpu(loop: TrainingLoop, final: FinalEvaluation) -> tuple[dict, dict, dict]:
+def evaluate_on_cpu(
+    parts: TrainingParts, ctx: RunContext, final: FinalEvaluation
+) -> tuple[dict, dict, dict]:
     """(the float64 reference, the float32 floor, facts: which reference, from which
     batches) of the final weights on the CPU. Where an op of the model has no float64
     kernel, both are CPU float32: the floor is then 0 and the absolute term decides."""
-    batches = HostBatches(loop.parts.eval_loader, torch.float64)
+    batches = HostBatches(parts.eval_loader, torch.float64)
     reference = REFERENCE
     try:
-        reference_side = reference_evaluation(loop, final, torch.float64, batches)
+        reference_side = reference_evaluation(parts, ctx, final, torch.float64, batches)
     except (RuntimeError, NotImplementedError, TypeError) as exc:
         if "Double" not in str(exc) and "float64" not in str(exc):
             raise
         reference = FALLBACK_REFERENCE
-        batches = HostBatches(loop.parts.eval_loader, torch.float32)
-        reference_side = reference_evaluation(loop, final, torch.float32, batches)
+        batches = HostBatches(parts.eval_loader, torch.float32)
+        reference_side = reference_evaluation(parts, ctx, final, torch.float32, batches)
     started = time.perf_counter()
-    floor_side = reference_evaluation(loop, final, torch.float32)
+    floor_side = reference_evaluation(parts, ctx, final, torch.float32)
     facts = {"reference": reference, "floor_reference": FLOOR,
              "floor_seconds": time.perf_counter() - started,
              "reference_batches": batches.describe()}  # fmt: skip
     return reference_side, floor_side, facts
 
 
-def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
+def measure(parts: TrainingParts, ctx: RunContext, final: FinalEvaluation) -> dict:
     """The record's ``eval_parity`` (see the module docstring)."""
     started = time.perf_counter()
-    precision, reasons = evaluation_precision(loop)
+    precision, reasons = evaluation_precision(parts.model, ctx)
     device_side = final.evaluation
-    reference_side, floor_side, facts = evaluate_on_cpu(loop, final)
+    reference_side, floor_side, facts = evaluate_on_cpu(parts, ctx, final)
     key = "outputs" if "outputs" in device_side else "metrics"
-    check_same_structure(device_side.get(key), reference_side.get(key), loop.ctx, key)
+    check_same_structure(device_side.get(key), reference_side.get(key), ctx, key)
     compared = compare_outputs(device_side.get(key), reference_side.get(key), floor_side.get(key))
     judged = judge(compared["outputs"], precision, mismatched=compared["mismatched"])
-    metric = loop.parts.primary_metric
-    got, want, low = (_finite(_metrics(loop, side).get(metric))
+    metric = parts.primary_metric
+    got, want, low = (_finite(_metrics(parts, side).get(metric))
                       for side in (device_side, reference_side, floor_side))  # fmt: skip
     return {
         **judged,
@@ -313,24 +315,24 @@ def measure(loop: TrainingLoop, final: FinalEvaluation) -> dict:
         "metric_difference": got - want if got is not None and want is not None else None,
         "samples": int(device_side.get("samples") or 0),
         **facts,
-        "device_evaluation_data": evaluation_data(loop),
+        "device_evaluation_data": evaluation_data(parts.eval_loader, ctx.torch_device),
         "fault_sweep": fault_sweep(
-            loop, device_side.get(key), reference_side.get(key), floor_side.get(key), precision
+            ctx.spec, device_side.get(key), reference_side.get(key), floor_side.get(key), precision
         ),  # fmt: skip
         "seconds": time.perf_counter() - started,
         "method": METHOD,
     }
 
 
-def fault_sweep(loop: TrainingLoop, device: Any, reference: Any, floor: Any,
+def fault_sweep(spec: dict, device: Any, reference: Any, floor: Any,
                 precision: str) -> list[dict] | None:  # fmt: skip
     """For ``benchmarks/parity_power.py`` only (``spec["eval_fault_sizes"]``, refused
     unless faults are allowed): the test fault ``eval_output_error`` at each size,
     applied apart to copies of the device's outputs after the clean comparison, and
     judged by the same rule. The fault acts on the outputs alone, after the pass, so one
     run's outputs serve every size; nothing the cell reports is changed."""
-    sizes = loop.ctx.spec.get("eval_fault_sizes") or []
-    if not sizes or not loop.ctx.spec.get("faults_allowed"):
+    sizes = spec.get("eval_fault_sizes") or []
+    if not sizes or not spec.get("faults_allowed"):
         return None
     found = []
     for size in sizes:
@@ -341,21 +343,21 @@ def fault_sweep(loop: TrainingLoop, device: Any, reference: Any, floor: Any,
     return found
 
 
-def wanted(loop: TrainingLoop) -> bool:
+def wanted(spec: dict) -> bool:
     """Whether the cell asks for evaluation parity (``spec["eval_parity"]``: every
     device but the baseline); never in a float64 reference run."""
-    return bool(loop.ctx.spec.get("eval_parity")) and not loop.reference
+    return bool(spec.get("eval_parity")) and not spec.get("reference")
 
 
-def run(loop: TrainingLoop, final: FinalEvaluation | None) -> dict | None:
+def run(parts: TrainingParts, ctx: RunContext, final: FinalEvaluation | None) -> dict | None:
     """:func:`measure` where :func:`wanted`; an error is recorded (status ``error``),
     never the cell's."""
-    if not wanted(loop):
+    if not wanted(ctx.spec):
         return None
     if final is None:
         return {"status": "error", "error": "no final evaluation was kept", "method": METHOD}
     try:
-        return measure(loop, final)
+        return measure(parts, ctx, final)
     except BadInputError:  # the workload's evaluate broke its contract: the cell's error
         raise
     except Exception as exc:  # the cell's measurement is complete; say what failed

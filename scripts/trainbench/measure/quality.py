@@ -3,7 +3,7 @@
 from which the analysis reads time to a target (docs/statistics.md §4).
 
 Nothing here runs inside a timed region: a point is taken after its evaluation pass,
-from what the loop and its trackers already hold. Its wall time is a mark on the wall
+from the counts the loop and its trackers already hold, handed over as values. Its wall time is a mark on the wall
 clock of :mod:`trainbench.measure.wall_time` (``quality_<index>``), which the launcher turns
 into seconds since the attempt started (the record's ``wall_time.marks``).
 """
@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from trainbench.common.vocabulary import MARK_PREFIX
 from trainbench.measure import wall_time
-
-if TYPE_CHECKING:
-    from trainbench.measure.training import TrainingLoop
 
 # The default cadence: enough passes to resolve a time to target to an eighth of the run.
 DEFAULT_PASSES = 8
@@ -64,24 +61,31 @@ class QualityCurve:
 
     def add(
         self,
-        loop: TrainingLoop,
         epoch: int,
         epoch_end: bool,
         eval_seconds: float,
         metrics: dict[str, Any] | None,
+        *,
+        steps: int,
+        step_samples: Sequence[int],
+        region_seconds: Sequence[float],
+        energy: tuple[float | None, float | None],
     ) -> None:
-        """The point of the evaluation pass that just ended."""
+        """The point of the evaluation pass that just ended, after ``steps`` training
+        steps of ``step_samples`` samples each, ``region_seconds`` the timed training
+        regions' seconds so far and ``energy`` the energy tracker's (joules, seconds)
+        of them (:meth:`~trainbench.measure.trackers.EnergyTracker.train_joules`)."""
         index = len(self.points)
         wall_time.mark(f"{MARK_PREFIX}{index}")
-        joules, energy_seconds = loop.energy.train_joules()
+        joules, energy_seconds = energy
         self.points.append(
             {
                 "index": index,
                 "epoch": epoch,
                 "epoch_end": epoch_end,
-                "steps": loop.global_step,
-                "samples": int(sum(loop.step_samples)),
-                "train_seconds": math.fsum(loop.timer.region_seconds),
+                "steps": steps,
+                "samples": int(sum(step_samples)),
+                "train_seconds": math.fsum(region_seconds),
                 "train_joules": joules,
                 "energy_window_seconds": energy_seconds,
                 "eval_seconds": eval_seconds,
@@ -107,29 +111,18 @@ class QualityCurve:
         }
 
 
-def train_in_stretches(loop: TrainingLoop, epoch: int) -> tuple[list, dict, list[float]]:
-    """One epoch of ``loop`` with an evaluation pass after every ``eval_every`` steps
-    (counted over the whole run): one timed region per stretch between passes, each pass
-    outside them, the model back in training mode after it. The last stretch's pass is
-    left to the epoch's end where the epoch ends with one. Returns the epoch's losses,
-    stats and step seconds, as one region would."""
-    losses: list = []
-    stats: dict[str, list] = {}
-    seconds: list[float] = []
-    batches = loop.batches()
-    done, every = 0, loop.eval_every
-    while done < loop.steps_per_epoch:
-        stop = min(loop.steps_per_epoch, done + every - loop.global_step % every)
-        part = loop.train_steps(epoch, stop - done, batches, start=done)
-        losses += part[0]
-        for name, values in part[1].items():
-            stats.setdefault(name, []).extend(values)
-        seconds += part[2]
+def stretches(
+    first_step: int, steps_per_epoch: int, every: int, ends_with_pass: bool
+) -> list[tuple[int, int, bool]]:
+    """An epoch's stretches between evaluation passes, with ``eval_every: {steps:
+    every}`` counted over the whole run from ``first_step`` (the run's steps before the
+    epoch): ``(start, stop, pass after it)`` in the epoch's steps. The last stretch's pass
+    is left to the epoch's end where the epoch ends with one (``ends_with_pass``)."""
+    found: list[tuple[int, int, bool]] = []
+    done = 0
+    while done < steps_per_epoch:
+        stop = min(steps_per_epoch, done + every - (first_step + done) % every)
+        epoch_end = stop == steps_per_epoch and ends_with_pass
+        found.append((done, stop, (first_step + stop) % every == 0 and not epoch_end))
         done = stop
-        epoch_end = done == loop.steps_per_epoch and loop.evaluates_after(epoch)
-        if loop.global_step % every == 0 and not epoch_end:
-            t0 = time.perf_counter()
-            loop.evaluate(epoch, epoch_end=False)
-            loop.parts.model.train()
-            loop.quality.mid_epoch[epoch] += time.perf_counter() - t0
-    return losses, stats, seconds
+    return found

@@ -9,7 +9,7 @@ REFERENCE_DTYPE = "float64"
 
 if TYPE_CHECKING:
     from trainbench.measure.context import RunContext
-    from trainbench.measure.training import TrainingParts
+    from trainbench.measure.parts import TrainingParts
 
 
 def run_reference(parts: TrainingParts, ctx: RunContext) -> dict:
@@ -38,7 +38,7 @@ def run_reference(parts: TrainingParts, ctx: RunContext) -> dict:
         batches = loop.batches()
         for step in range(limit):
             loss, _ = loop.train_step(cast_floats(next(batches), dtype), step)
-            loop.global_step += 1
+            loop.state.global_step += 1
             losses.append(loss)
     values = torch.stack(losses)
     return {

@@ -31,14 +31,28 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:  # pragma: no cover
-    from trainbench.measure.training import TrainingLoop
-
 PROFILED_STEPS = 10  # CUDA: steps under torch.profiler for the kernel-time cross-check
+# timing.step_breakdown's defaults (the schema's, for a spec made without them).
+DEFAULTS = {"min_seconds": 0.5, "max_steps": 200, "max_share": 0.04, "min_steps": 10}
+
+
+@dataclass(frozen=True)
+class DiagnosticSteps:
+    """What the diagnostic pass runs: the training loop's own step
+    (``step(batch, step_in_epoch)``, never synchronizing) over ``batches`` (the training
+    loader pass after pass, on the device), on a device that ``synchronize`` waits for."""
+
+    step: Callable[[dict, int], Any]
+    batches: Iterator[dict]
+    synchronize: Callable[[], None]
+    backend: str  # the device's type: cuda, mps or cpu
+    steps_per_epoch: int
 
 
 def _median(values: list[float]) -> float | None:
@@ -69,11 +83,12 @@ class _Events:
         return [start.elapsed_time(end) / 1000.0 for start, end in self.pairs]
 
 
-def _diagnostic_steps(loop: TrainingLoop, batches, count: int | None, min_seconds: float,
+def _diagnostic_steps(steps: DiagnosticSteps, count: int | None, min_seconds: float,
                       max_steps: int, events: _Events, min_steps: int = 1) -> list[dict]:  # fmt: skip
     """Steps from an idle device until ``count`` steps (or ``min_seconds`` of them and
     at least ``min_steps``)."""
-    sync, clock, cpu_clock = loop.dev.synchronize, time.perf_counter, time.process_time
+    sync, clock, cpu_clock = steps.synchronize, time.perf_counter, time.process_time
+    batches = steps.batches
     rows: list[dict] = []
     started = clock()
     while len(rows) < max_steps:
@@ -86,7 +101,7 @@ def _diagnostic_steps(loop: TrainingLoop, batches, count: int | None, min_second
         batch = next(batches)
         t1, cpu1 = clock(), cpu_clock()
         start = events.start()
-        loop.train_step(batch, len(rows) % loop.steps_per_epoch)
+        steps.step(batch, len(rows) % steps.steps_per_epoch)
         t2 = clock()
         events.stop(start)
         sync()
@@ -96,13 +111,13 @@ def _diagnostic_steps(loop: TrainingLoop, batches, count: int | None, min_second
     return rows
 
 
-def _kernel_seconds_per_step(loop: TrainingLoop, batches, steps: int) -> tuple[float | None, str]:
-    """CUDA kernels' device time per step over ``steps`` steps under torch.profiler."""
+def _kernel_seconds_per_step(steps: DiagnosticSteps, count: int) -> tuple[float | None, str]:
+    """CUDA kernels' device time per step over ``count`` steps under torch.profiler."""
     try:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            _diagnostic_steps(loop, batches, steps, 0.0, steps, _Events(False))
+            _diagnostic_steps(steps, count, 0.0, count, _Events(False))
         total_us = 0.0
         for event in prof.key_averages():
             value = getattr(event, "self_device_time_total", None)
@@ -110,31 +125,46 @@ def _kernel_seconds_per_step(loop: TrainingLoop, batches, steps: int) -> tuple[f
                 value = getattr(event, "self_cuda_time_total", 0.0)
             total_us += float(value or 0.0)
         return (
-            total_us / 1e6 / steps,
+            total_us / 1e6 / count,
             "torch.profiler (CUDA activity): self device time of every kernel, summed, per step",
         )
     except Exception as exc:  # the cross-check only: never the cell's failure
         return None, f"torch.profiler failed: {type(exc).__name__}: {exc}"[:300]
 
 
-def measure(loop: TrainingLoop, settings: dict) -> dict:
-    """The diagnostic pass of ``loop`` (settings: ``timing.step_breakdown``)."""
+def settings_in_force(spec: dict) -> dict | None:
+    """The cell's ``timing.step_breakdown`` with its defaults; None where it is off."""
+    settings = (spec.get("timing") or {}).get("step_breakdown") or {}
+    if not settings.get("enabled", True):
+        return None
+    return {**DEFAULTS, **settings}
+
+
+def run(steps: DiagnosticSteps, settings: dict, started_at: float) -> dict:
+    """:func:`measure`; an error is recorded (``error``), never the cell's."""
+    try:
+        return measure(steps, settings, started_at)
+    except Exception as exc:  # the timed measurement is complete; say what failed
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def measure(steps: DiagnosticSteps, settings: dict, started_at: float) -> dict:
+    """The diagnostic pass of ``steps`` (settings: ``timing.step_breakdown``; the
+    training loop started at ``started_at``, a ``time.perf_counter`` reading). The
+    caller stops learning-rate steps and puts the model in training mode first."""
     t_start = time.perf_counter()
-    loop.scheduler_steps = False
-    loop.parts.model.train()
-    backend = loop.device.type
-    batches = loop.endless_batches()
+    backend = steps.backend
     events = _Events(backend == "cuda")
     # At most max_share of the loop's time so far (a short cell gets a shorter pass),
     # never fewer than min_steps steps nor more than min_seconds.
-    budget = float(settings["max_share"]) * (t_start - loop.started_at)
+    budget = float(settings["max_share"]) * (t_start - started_at)
     seconds = min(float(settings["min_seconds"]), budget)
-    rows = _diagnostic_steps(loop, batches, None, seconds, int(settings["max_steps"]), events,
+    rows = _diagnostic_steps(steps, None, seconds, int(settings["max_steps"]), events,
                              min(int(settings["min_steps"]), int(settings["max_steps"])))  # fmt: skip
     device = events.seconds() if backend == "cuda" else []
     kernel, kernel_method = (None, None)
     if backend == "cuda":
-        kernel, kernel_method = _kernel_seconds_per_step(loop, batches, PROFILED_STEPS)
+        kernel, kernel_method = _kernel_seconds_per_step(steps, PROFILED_STEPS)
     threads = torch.get_num_threads()
     median = {
         key: _median([row[key] for row in rows])

@@ -25,19 +25,15 @@ from trainbench.measure.context import RunContext, check_autocast_kernels
 from trainbench.measure.data import batch_size_of, staged_batches
 from trainbench.measure.devices import AmpPolicy
 from trainbench.measure.heap import frozen_heap
-from trainbench.measure.measurement import (
-    TimingProtocol,
-    extension_steps_needed,
-    measurement_window,
-    window_phase,
-)
+from trainbench.measure.loop_state import LoopState, LoopTrackers, loop_settings, measured_window
+from trainbench.measure.measurement import extension_steps_needed
 from trainbench.measure.parts import (
     COMPILE_ERROR_NAMES,
     CompileFailedError,
     NonFiniteLossError,
     TrainingParts,
 )
-from trainbench.measure.parts_contract import check_evaluation, check_full_batch, check_loss_output
+from trainbench.measure.parts_contract import check_evaluation, check_loss_output
 from trainbench.measure.trackers import (
     EVAL,
     TRAIN,
@@ -87,13 +83,8 @@ class TrainingLoop:
     """One run of one cell: epochs of timed steps, evaluation, trackers, the result."""
 
     def __init__(self, parts: TrainingParts, ctx: RunContext):
-        settings = ctx.workload_settings
         self.parts, self.ctx = parts, ctx
         self.device, self.dev = ctx.torch_device, ctx.device
-        self.protocol = TimingProtocol.from_spec(ctx.spec)
-        self.epochs = int(settings["epochs"])
-        self.warmup_steps = int(settings["warmup_steps"])
-        self.accumulation = int(settings.get("gradient_accumulation", 1))
         # A float64 reference run (trainbench.launch.reference) computes without autocast.
         self.reference = ctx.spec.get("reference")
         self.amp = (
@@ -104,26 +95,23 @@ class TrainingLoop:
         self.scheduler_steps = True
         self.autocast_dtype = getattr(torch, self.amp.dtype) if self.amp.enabled else None
         self.scaler = self.dev.make_grad_scaler(self.amp)
-        self.non_blocking = bool(ctx.loader_kwargs.get("pin_memory"))
-        self.staged = bool(getattr(parts.train_loader, "on_device", False))
-        prefetch = bool(self.dev.settings.get("prefetch_to_device", False))
-        self.prefetch = prefetch and self.device.type == "cuda" and not self.staged
-        self.compile_mode = ctx.spec.get("compile")
+        # Fixed for the run (the record's settings), and what it has measured so far:
+        # the loop's helpers read these (trainbench.measure.loop_state), never the loop.
+        self.settings = settings = loop_settings(parts, ctx, self.scaler is not None)
+        self.state = LoopState()
+        self.steps_per_epoch = settings.steps_per_epoch
+        self.compile_mode = settings.compile_mode
         self.loss_fn = (
             compile_step(parts.loss_fn, self.compile_mode) if self.compile_mode else parts.loss_fn
         )
-        self.steps_per_epoch = self._steps_per_epoch(settings.get("max_steps_per_epoch"))
-        self.phase = window_phase(parts.epoch_phases, self.steps_per_epoch)
-        # The window's earliest step: the warm-up, or the last phase's first step.
-        self.window_floor = max(self.warmup_steps, self.phase["first_step"] if self.phase else 0)
         self.timer = StepTimer(self.dev)
-        self.host = HostActivity(self.protocol.disturbed_other_cores)
+        self.host = HostActivity(settings.protocol.disturbed_other_cores)
         self.memory = MemoryTracker(self.dev)
         # Only a device without a peak-memory API (MPS) samples memory inside the steps.
         self.sample_memory = self.memory.per_step
         # Energy first: its counters are read before the step timer's first event and
         # after its last, never inside a step. Made last: it samples idle power now.
-        self.energy = EnergyTracker(self.dev, self.protocol.min_energy_seconds)
+        self.energy = EnergyTracker(self.dev, settings.protocol.min_energy_seconds)
         # The step timer last: it starts right before the region's clock and stops
         # right after it, so the other trackers' bookkeeping (psutil, counters) is in
         # neither the steps' times nor the region's wall time.
@@ -132,39 +120,19 @@ class TrainingLoop:
         self._keep = _detached_copy if self.compile_mode else _detached
         # How often training stops for an evaluation pass (timing.eval_every).
         self.eval_unit, self.eval_every, cadence = quality.eval_cadence(
-            ctx.spec, self.steps_per_epoch * self.epochs
+            ctx.spec, self.steps_per_epoch * settings.epochs
         )
         self.quality = quality.QualityCurve(self.eval_unit, self.eval_every, cadence)
-        self.step_seconds: list[list[float]] = []  # one list per configured epoch
-        self.step_losses: list[list[float]] = []  # the same steps' losses
-        # Timed regions after the last epoch that lengthen a window below the minimum
-        # (timing.extend_short_windows): no evaluation, no learning-rate steps.
-        self.extension_seconds: list[list[float]] = []
-        self.extension_reason: str | None = None
-        self.step_samples: list[int] = []
-        self.data_wait: list[float] = []
-        self.eval_passes: list[dict] = []
-        self.epoch_rows: list[dict] = []
-        self.verification: dict = {}
-        self.first_step_seconds: float | None = None
-        self.breakdown: dict | None = None  # the diagnostic pass (diagnose_steps)
         self.final_evaluation: eval_parity.FinalEvaluation | None = None
-        self.eval_parity: dict | None = None  # trainbench.measure.eval_parity, after it
         self._autocast_flag: bool | None = None
-        self.global_step = 0
         self.started_at = time.perf_counter()
-
-    def _steps_per_epoch(self, max_steps) -> int:
-        check_full_batch(self.parts, self.ctx)
-        steps = len(self.parts.train_loader)  # type: ignore[arg-type]
-        return min(steps, int(max_steps)) if max_steps else steps
 
     # -- one step ------------------------------------------------------------------
 
     def train_step(self, batch: dict, step_in_epoch: int) -> tuple[torch.Tensor, dict]:
         """Forward, backward and (every ``accumulation`` micro-steps) the optimizer
         step. Never synchronizes."""
-        if self.global_step == 1 and self.ctx.fault:
+        if self.state.global_step == 1 and self.ctx.fault:
             self.ctx.inject_fault()
         if self.compile_mode is not None and self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()
@@ -173,7 +141,7 @@ class TrainingLoop:
                 device_type=self.device.type, dtype=self.autocast_dtype, enabled=self.amp.enabled
             ):
                 output = self.loss_fn(self.parts.model, batch)
-                if self.global_step == 0:
+                if self.state.global_step == 0:
                     check_loss_output(output, self.ctx)  # (loss, stats), named if not
                     self._autocast_flag = torch.is_autocast_enabled(self.device.type)
                 loss, stats = output
@@ -183,16 +151,17 @@ class TrainingLoop:
                     f"torch.compile(mode={self.compile_mode!r}) failed: {type(exc).__name__}: {exc}"
                 ) from exc
             raise
-        if self.ctx.fault == "nan_loss" and self.global_step >= 1:
+        if self.ctx.fault == "nan_loss" and self.state.global_step >= 1:
             loss = loss * float("nan")
         if self.sample_memory:
             self.memory.sample()
-        scaled = loss / self.accumulation if self.accumulation > 1 else loss
+        accumulation = self.settings.accumulation
+        scaled = loss / accumulation if accumulation > 1 else loss
         (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
         if self.sample_memory:
             self.memory.sample()
         last = step_in_epoch + 1 == self.steps_per_epoch
-        if (step_in_epoch + 1) % self.accumulation == 0 or last:
+        if (step_in_epoch + 1) % accumulation == 0 or last:
             self._optimizer_step()
         keep = self._keep
         return keep(loss), {name: keep(value) for name, value in stats.items()}
@@ -218,12 +187,13 @@ class TrainingLoop:
         t0 = time.perf_counter()
         out = self.train_step(batch, 0)
         self.dev.synchronize()
-        self.first_step_seconds = time.perf_counter() - t0
+        self.state.first_step_seconds = time.perf_counter() - t0
         probe.remove()
-        self.verification = verify_placement(
+        verification = verify_placement(
             self.parts.model, self.parts.optimizer, batch, self.device.type
         )
-        self.verification.update(autocast_facts(self.amp, self._autocast_flag, probe))
+        verification.update(autocast_facts(self.amp, self._autocast_flag, probe))
+        self.state.verification = verification
         if self.ctx.fault == "silent_corruption":
             print("Error: command buffer exited with error status. (injected)", file=sys.stderr)
             sys.stderr.flush()
@@ -232,21 +202,21 @@ class TrainingLoop:
     # -- epochs ----------------------------------------------------------------------
 
     def run_epoch(self, epoch: int) -> None:
-        parts = self.parts
+        parts, state = self.parts, self.state
         facts = parts.before_epoch(epoch) if parts.before_epoch else {}
         parts.model.train()
         epoch_start = time.perf_counter()
         losses, stats, seconds = self.train_epoch_steps(epoch)
         train_seconds = time.perf_counter() - epoch_start - self.quality.mid_epoch_seconds(epoch)
-        self.step_seconds.append(seconds)
-        self.step_losses.append(torch.stack(losses).double().tolist())
-        mean_loss = math.fsum(self.step_losses[-1]) / self.steps_per_epoch
+        state.step_seconds.append(seconds)
+        state.step_losses.append(torch.stack(losses).double().tolist())
+        mean_loss = math.fsum(state.step_losses[-1]) / self.steps_per_epoch
         if not math.isfinite(mean_loss):
             raise NonFiniteLossError(
                 f"training loss is {mean_loss} in epoch {epoch} (device {self.device})"
             )
         sums = {k: float(torch.stack(v).sum().item()) for k, v in stats.items()}
-        samples = sum(self.step_samples[-self.steps_per_epoch :])
+        samples = sum(state.step_samples[-self.steps_per_epoch :])
         train_metrics = parts.train_metrics(sums, samples) if parts.train_metrics else {}
         if parts.scheduler is not None:
             parts.scheduler.step()
@@ -267,19 +237,43 @@ class TrainingLoop:
         }
         if facts:
             row["extra"] = facts
-        self.epoch_rows.append(row)
+        state.epoch_rows.append(row)
 
     def evaluates_after(self, epoch: int) -> bool:
         """Whether ``epoch`` ends with an evaluation: every ``eval_every`` epochs, and
         the last one always (parity and the task's metrics read it)."""
-        return epoch == self.epochs or (self.eval_unit == "epochs" and epoch % self.eval_every == 0)
+        last = epoch == self.settings.epochs
+        return last or (self.eval_unit == "epochs" and epoch % self.eval_every == 0)
 
     def train_epoch_steps(self, epoch: int) -> tuple[list, dict, list[float]]:
         """One epoch's steps: one timed region, or, with ``eval_every: {steps: N}``,
-        one region per stretch between evaluations (:func:`.quality.train_in_stretches`)."""
+        one region per stretch between evaluations (:func:`.quality.stretches`), each
+        pass outside them and the model back in training mode after it. Returns the
+        epoch's losses, stats and step seconds, as one region would."""
         if self.eval_unit != "steps":
             return self.train_steps(epoch, self.steps_per_epoch)
-        return quality.train_in_stretches(self, epoch)
+        losses: list = []
+        stats: dict[str, list] = {}
+        seconds: list[float] = []
+        batches = self.batches()
+        plan = quality.stretches(
+            self.state.global_step,
+            self.steps_per_epoch,
+            self.eval_every,
+            self.evaluates_after(epoch),
+        )
+        for start, stop, evaluate in plan:
+            part = self.train_steps(epoch, stop - start, batches, start=start)
+            losses += part[0]
+            for name, values in part[1].items():
+                stats.setdefault(name, []).extend(values)
+            seconds += part[2]
+            if evaluate:
+                t0 = time.perf_counter()
+                self.evaluate(epoch, epoch_end=False)
+                self.parts.model.train()
+                self.quality.mid_epoch[epoch] += time.perf_counter() - t0
+        return losses, stats, seconds
 
     def train_steps(
         self, epoch: int, steps: int, batches: Iterator[dict] | None = None, start: int = 0
@@ -295,7 +289,8 @@ class TrainingLoop:
         losses: list[torch.Tensor] = []
         stats: dict[str, list[torch.Tensor]] = {}
         seconds: list[float] = []
-        bar = _progress(self.ctx, steps, f"{self.ctx.label} epoch {epoch}/{self.epochs}")
+        state = self.state
+        bar = _progress(self.ctx, steps, f"{self.ctx.label} epoch {epoch}/{self.settings.epochs}")
         if batches is None:
             batches = self.batches()
 
@@ -303,19 +298,19 @@ class TrainingLoop:
             losses.append(out[0])
             for name, value in out[1].items():
                 stats.setdefault(name, []).append(value)
-            self.step_samples.append(n)
-            self.global_step += 1
+            state.step_samples.append(n)
+            state.global_step += 1
 
         first = 0
-        if self.global_step == 0:
+        if state.global_step == 0:
             batch = next(batches)
             keep(self._first_step(batch), batch_size_of(batch))
-            seconds.append(self.first_step_seconds or 0.0)
-            self.data_wait.append(0.0)
+            seconds.append(state.first_step_seconds or 0.0)
+            state.data_wait.append(0.0)
             bar.update(1)
             first = 1
         self.timer.prepare(steps - first)
-        clock, waits, mark = time.perf_counter, self.data_wait, self.timer.mark_step
+        clock, waits, mark = time.perf_counter, state.data_wait, self.timer.mark_step
         with TimedRegion(self.dev, self.trackers, TRAIN):
             for step_in_epoch in range(start + first, start + steps):
                 wait_t0 = clock()
@@ -330,8 +325,9 @@ class TrainingLoop:
 
     def batches(self) -> Iterator[dict]:
         """One pass over the training loader, each batch on the device."""
+        settings = self.settings
         return staged_batches(
-            self.parts.train_loader, self.device, self.non_blocking, self.prefetch
+            self.parts.train_loader, self.device, settings.pinned, settings.prefetch
         )
 
     def endless_batches(self) -> Iterator[dict]:
@@ -340,15 +336,6 @@ class TrainingLoop:
             yield from self.batches()
 
     # -- a window long enough ----------------------------------------------------------
-
-    def _window(self) -> dict:
-        """The measurement window over every timed step so far (extension included)."""
-        return measurement_window(
-            self.step_seconds + self.extension_seconds,
-            self.step_samples,
-            self.window_floor,
-            self.protocol,
-        )
 
     def extend_short_window(self) -> None:
         """More timed training steps after the last epoch while the window (or the
@@ -359,17 +346,18 @@ class TrainingLoop:
         task's metrics and losses come from the configured epochs only. At most
         ``timing.max_extension_seconds`` of steps (docs/statistics.md §1). A run with no
         steady state gets one region more, once."""
-        if not self.protocol.extend_short_windows or self.reference:
+        protocol, state = self.settings.protocol, self.state
+        if not protocol.extend_short_windows or self.reference:
             return
-        spent, budget, retried = 0.0, self.protocol.max_extension_seconds, False
+        spent, budget, retried = 0.0, protocol.max_extension_seconds, False
         self.scheduler_steps = False
         self.parts.model.train()
         batches = self.endless_batches()
         for _ in range(MAX_EXTENSION_REGIONS):
             need = extension_steps_needed(
-                self._window(),
+                measured_window(self.settings, state),
                 self.energy.measured_seconds(TRAIN),
-                self.protocol,
+                protocol,
                 budget - spent,
                 retry_unsteady=not retried,
             )
@@ -377,26 +365,12 @@ class TrainingLoop:
                 break
             steps, reason = need
             retried = retried or "no steady state" in reason
-            if reason not in (self.extension_reason or ""):
-                self.extension_reason = "; ".join(filter(None, [self.extension_reason, reason]))
-            label = len(self.step_seconds) + len(self.extension_seconds) + 1
+            if reason not in (state.extension_reason or ""):
+                state.extension_reason = "; ".join(filter(None, [state.extension_reason, reason]))
+            label = len(state.step_seconds) + len(state.extension_seconds) + 1
             _, _, seconds = self.train_steps(label, steps, batches)
-            self.extension_seconds.append(seconds)
+            state.extension_seconds.append(seconds)
             spent += sum(seconds)
-
-    def _extension(self) -> dict:
-        seconds = [s for region in self.extension_seconds for s in region]
-        return {
-            "regions": len(self.extension_seconds),
-            "steps": len(seconds),
-            "seconds": float(sum(seconds)),
-            "reason": self.extension_reason,
-            "method": "timed training steps after the last epoch (training loader pass "
-            "after pass, no evaluation, no learning-rate step) until the window reaches "
-            "timing.min_timed_seconds and min_timed_steps (and the energy window "
-            "timing.min_energy_seconds) with a 20% margin, at most "
-            "timing.max_extension_seconds",
-        }
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -417,7 +391,7 @@ class TrainingLoop:
             evaluation = parts.evaluate(parts.model, parts.eval_loader, self.ctx)
         check_evaluation(evaluation, parts, self.ctx, parts.score)
         evaluation = eval_parity.faulted(evaluation, self.ctx)  # a test fault, else as is
-        if epoch == self.epochs and epoch_end and eval_parity.wanted(self):
+        if epoch == self.settings.epochs and epoch_end and eval_parity.wanted(self.ctx.spec):
             self.final_evaluation = eval_parity.FinalEvaluation.take(parts.model, dict(evaluation))
         outputs = evaluation.pop("outputs", None)
         if epoch is not None and parts.score is not None:
@@ -426,11 +400,20 @@ class TrainingLoop:
             "epoch": epoch,
             "seconds": region.seconds,
             "samples": int(evaluation["samples"]),
-            "cold": not self.eval_passes,
+            "cold": not self.state.eval_passes,
         }
-        self.eval_passes.append(passed)
+        self.state.eval_passes.append(passed)
         if epoch is not None:
-            self.quality.add(self, epoch, epoch_end, region.seconds, evaluation.get("metrics"))
+            self.quality.add(
+                epoch,
+                epoch_end,
+                region.seconds,
+                evaluation.get("metrics"),
+                steps=self.state.global_step,
+                step_samples=self.state.step_samples,
+                region_seconds=self.timer.region_seconds,
+                energy=self.energy.train_joules(),
+            )
         return {**passed, "metrics": evaluation.get("metrics")}
 
     def calibrate_evaluation(self) -> None:
@@ -438,46 +421,54 @@ class TrainingLoop:
         minimum window (pyperf calibrates the same way): at most max_eval_passes in
         all, and never fewer than 5 added after the curve's passes where the window is
         short (a dense curve of quick passes would otherwise leave none to add)."""
-        limit = max(self.protocol.max_eval_passes, len(self.eval_passes) + 5)
-        while len(self.eval_passes) < limit:
-            warm = [p for p in self.eval_passes if not p["cold"]]
-            if warm and sum(p["seconds"] for p in warm) >= self.protocol.min_timed_seconds:
+        protocol, passes = self.settings.protocol, self.state.eval_passes
+        limit = max(protocol.max_eval_passes, len(passes) + 5)
+        while len(passes) < limit:
+            warm = [p for p in passes if not p["cold"]]
+            if warm and sum(p["seconds"] for p in warm) >= protocol.min_timed_seconds:
                 break
             self.evaluate(None)
 
     # -- where a step's time goes (after every timed region) --------------------------
 
     def diagnose_steps(self) -> None:
-        """The diagnostic pass (trainbench.measure.step_breakdown), after the last timed region;
-        none for a float64 reference. An error in it is recorded, never the cell's."""
-        settings = (self.ctx.spec.get("timing") or {}).get("step_breakdown") or {}
-        if self.reference or not settings.get("enabled", True):
+        """The diagnostic pass (trainbench.measure.step_breakdown) of the loop's own step,
+        after the last timed region, with no learning-rate step; none for a float64
+        reference. An error in it is recorded, never the cell's."""
+        settings = step_breakdown.settings_in_force(self.ctx.spec)
+        if self.reference or settings is None:
             return
-        settings = {"min_seconds": 0.5, "max_steps": 200, "max_share": 0.04, "min_steps": 10,
-                    **settings}  # fmt: skip
-        try:
-            self.breakdown = step_breakdown.measure(self, settings)
-        except Exception as exc:  # the timed measurement is complete; say what failed
-            self.breakdown = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        self.scheduler_steps = False
+        self.parts.model.train()
+        steps = step_breakdown.DiagnosticSteps(
+            self.train_step,
+            self.endless_batches(),
+            self.dev.synchronize,
+            self.device.type,
+            self.steps_per_epoch,
+        )
+        self.state.breakdown = step_breakdown.run(steps, settings, self.started_at)
 
     # -- result ------------------------------------------------------------------------
 
     def run(self) -> dict:
         self.started_at = time.perf_counter()  # the diagnostic pass's budget counts from here
         with frozen_heap():
-            for epoch in range(1, self.epochs + 1):
+            for epoch in range(1, self.settings.epochs + 1):
                 self.run_epoch(epoch)
             self.calibrate_evaluation()
             self.extend_short_window()
             self.diagnose_steps()
-            self.eval_parity = eval_parity.run(self, self.final_evaluation)
+            final = self.final_evaluation
+            self.state.eval_parity = eval_parity.run(self.parts, self.ctx, final)
         with wall_time.span("analysis"):
             result = self.result()
         return self.parts.finish(result) if self.parts.finish is not None else result
 
     def result(self) -> dict:
         """The run's result for the record (:func:`.training_result.loop_result`)."""
-        return loop_result(self)
+        trackers = LoopTrackers(self.timer, self.host, self.memory, self.energy, self.quality)
+        return loop_result(self.parts, self.ctx, self.settings, self.state, trackers)
 
 
 def _detached(value: torch.Tensor) -> torch.Tensor:

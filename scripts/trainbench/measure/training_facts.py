@@ -1,6 +1,6 @@
 """What a training run's record says about its model, settings, checks and task
-(the parts of :meth:`trainbench.measure.training.TrainingLoop.result` that are facts about
-the run rather than measurements)."""
+(the parts of :func:`trainbench.measure.training_result.loop_result` that are facts
+about the run rather than measurements)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from trainbench.measure.heap import GC_METHOD
 
 if TYPE_CHECKING:
-    from trainbench.measure.training import TrainingLoop, TrainingParts
+    from trainbench.measure.loop_state import LoopSettings
+    from trainbench.measure.parts import TrainingParts
+    from trainbench.measure.trackers import WarningLog
 
 
 def model_facts(parts: TrainingParts) -> dict:
@@ -22,26 +24,26 @@ def model_facts(parts: TrainingParts) -> dict:
     }
 
 
-def settings_facts(loop: TrainingLoop) -> dict:
+def settings_facts(parts: TrainingParts, settings: LoopSettings) -> dict:
     """The settings a run trained with, as in force (docs/statistics.md §1)."""
-    parts, optimizer = loop.parts, loop.parts.optimizer
-    if loop.staged:
+    optimizer = parts.optimizer
+    if settings.staged:
         staging = "whole data set staged on the device once; batches gathered there"
-    elif loop.prefetch:
+    elif settings.prefetch:
         staging = "next batch copied to the device on a side stream during the current step"
     else:
         staging = "batch copied to the device at the start of its step" + (
-            " (pinned memory, non_blocking)" if loop.non_blocking else ""
+            " (pinned memory, non_blocking)" if settings.pinned else ""
         )
-    compiled = loop.compile_mode is not None
+    compiled = settings.compile_mode is not None
     return {
-        "batch_size": loop.ctx.batch_size,
-        "gradient_accumulation": loop.accumulation,
-        "effective_batch_size": loop.ctx.batch_size * loop.accumulation,
-        "epochs": loop.epochs,
-        "steps_per_epoch": loop.steps_per_epoch,
-        "warmup_steps": loop.warmup_steps,
-        "timing": loop.protocol.as_dict(),
+        "batch_size": settings.batch_size,
+        "gradient_accumulation": settings.accumulation,
+        "effective_batch_size": settings.batch_size * settings.accumulation,
+        "epochs": settings.epochs,
+        "steps_per_epoch": settings.steps_per_epoch,
+        "warmup_steps": settings.warmup_steps,
+        "timing": settings.protocol.as_dict(),
         "optimizer": type(optimizer).__name__,
         "optimizer_options": {
             k: v
@@ -52,11 +54,11 @@ def settings_facts(loop: TrainingLoop) -> dict:
         "step_scheduler": type(parts.step_scheduler).__name__
         if parts.step_scheduler is not None
         else None,
-        "grad_scaler": loop.scaler is not None,
+        "grad_scaler": settings.grad_scaler,
         "garbage_collection": GC_METHOD,
         "data_staging": staging,
         "compile": {
-            "mode": loop.compile_mode,
+            "mode": settings.compile_mode,
             "compiled": "the workload's loss function (model forward + loss; backward "
             "through AOTAutograd)"
             if compiled
@@ -68,10 +70,10 @@ def settings_facts(loop: TrainingLoop) -> dict:
     }
 
 
-def verification_facts(loop: TrainingLoop) -> dict:
-    """Placement and autocast checks after step 0, and the CPU-fallback warnings."""
-    facts = dict(loop.verification)
-    log = loop.ctx.warnings
+def verification_facts(verification: dict, log: WarningLog | None) -> dict:
+    """Placement and autocast checks after step 0 (``verification``), and the
+    CPU-fallback warnings the cell's warning log caught (``log``)."""
+    facts = dict(verification)
     facts["cpu_fallback_ops"] = sorted(set(log.fallback_ops)) if log else []
     if log and log.autocast_disabled:
         facts["autocast_active"] = False
