@@ -11,7 +11,8 @@ import sys
 import psutil
 import pytest
 from trainbench.launch import fork_client, fork_server
-from trainbench.launch.launcher import child_environment, preload_modules, start_method
+from trainbench.launch.environment import child_environment
+from trainbench.launch.launcher import preload_modules, start_method
 
 
 def test_a_per_attempt_variable_shares_the_server_and_any_other_does_not():

@@ -359,3 +359,38 @@ def test_cuda_cell_is_unavailable_with_a_reason(tmp_path):
     assert record["result"] is None and record["error"] is None
     assert len(record["attempts"]) == 1
     assert record["environment"]["torch_version"]
+
+
+def test_the_cells_environment_is_computed_once_and_handed_on(tmp_path, monkeypatch):
+    """run_cell computes the child's environment once; the memo, every attempt (two
+    here: the first fails with a retried class) and the record get that one."""
+    from trainbench.launch import environment, launcher
+
+    calls: list[dict] = []
+    real = environment.child_environment
+
+    def counted(spec: dict) -> tuple[dict, dict]:
+        calls.append(spec)
+        return real(spec)
+
+    seen: list[dict] = []
+
+    def fake_child(spec, attempt, folder, lock=None, *, environment):
+        seen.append(environment.variables)
+        ok = attempt == 2
+        return launcher.ChildRun(
+            returncode=0 if ok else -9, timed_out=False, peak_rss_bytes=None, started=0.0,
+            duration=0.1, stdout="", stderr="", marks={}, start={"method": "spawn"},
+            result={"status": "ok", "result": {"kind": "microbenchmark"}} if ok else None,
+        )  # fmt: skip
+
+    monkeypatch.setattr(environment, "child_environment", counted)
+    monkeypatch.setattr(launcher, "run_child", fake_child)
+    config = tiny_config()
+    config["device_settings"]["cpu"]["env"] = {"TRAINBENCH_PROBE": "1"}
+    config["launcher"].update(max_attempts=2, retry_on=["signal"])
+    record, _ = launch(tmp_path, make_spec(config, MATMUL_CPU))
+    assert len(calls) == 1 and len(seen) == 2
+    assert all(env["TRAINBENCH_PROBE"] == "1" for env in seen)
+    assert [a["status"] for a in record["attempts"]] == ["failed", "ok"]
+    assert record["environment"]["env_overrides"] == {"TRAINBENCH_PROBE": "1"}

@@ -17,6 +17,7 @@ from trainbench.analysis.aggregate import build_tables, load_records
 from trainbench.analysis.loss_tables import loss_tables, read_references
 from trainbench.common.records import RecordError, read_record, validate_record
 from trainbench.launch import availability, launcher
+from trainbench.launch.environment import cell_environment
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from overhead import measure, render, synthetic, workflow  # noqa: E402  (benchmarks/overhead)
@@ -85,21 +86,26 @@ def test_another_snakemake_run_asks_the_device_again(tmp_path, monkeypatch):
     assert "no child started" not in log
 
 
+def for_cell(spec: dict, output):
+    """The memo of a cell, keyed on its environment computed once (as run_cell does)."""
+    return launcher.AvailabilityMemo.for_cell(spec, output, cell_environment(spec))
+
+
 def test_memo_only_for_accelerator_records_under_a_snakemake_run(tmp_path, monkeypatch):
     cell = cuda_cell(0)
     output = record_path(tmp_path, cell)
     monkeypatch.setattr(availability, "_snakemake_run", lambda: None)
-    assert launcher.AvailabilityMemo.for_cell(spec_for(cell), output) is None
+    assert for_cell(spec_for(cell), output) is None
     monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
-    memo = launcher.AvailabilityMemo.for_cell(spec_for(cell), output)
+    memo = for_cell(spec_for(cell), output)
     assert memo is not None and memo.path.parent == tmp_path / "results" / "availability"
-    assert launcher.AvailabilityMemo.for_cell(spec_for(cell), tmp_path / "metrics.json") is None
+    assert for_cell(spec_for(cell), tmp_path / "metrics.json") is None
     cpu = tbconfig.Cell("matmul", "cpu", 1, 0)
-    assert launcher.AvailabilityMemo.for_cell(spec_for(cpu), record_path(tmp_path, cpu)) is None
+    assert for_cell(spec_for(cpu), record_path(tmp_path, cpu)) is None
     # Other device settings: another memo file.
     other = spec_for(cell)
     other["device_settings"] = {**other["device_settings"], "device_index": 1}
-    assert launcher.AvailabilityMemo.for_cell(other, output).path != memo.path
+    assert for_cell(other, output).path != memo.path
 
 
 @pytest.mark.parametrize(

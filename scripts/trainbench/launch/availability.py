@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from trainbench.common.records import atomic_write_json
-from trainbench.launch.environment import child_environment
+from trainbench.launch.environment import CellEnvironment
 from trainbench.measure import wall_time
 
 
@@ -50,7 +50,9 @@ class AvailabilityMemo:
         self.path, self.key, self.run, self.cell = path, key, run, cell
 
     @classmethod
-    def for_cell(cls, spec: dict, output: str | os.PathLike) -> AvailabilityMemo | None:
+    def for_cell(
+        cls, spec: dict, output: str | os.PathLike, environment: CellEnvironment
+    ) -> AvailabilityMemo | None:
         if spec["backend"] == "cpu":
             return None
         parents = Path(output).parents
@@ -60,11 +62,10 @@ class AvailabilityMemo:
         run = _snakemake_run()
         if run is None:
             return None
-        _, overrides = child_environment(spec)
         key = {
             "backend": spec["backend"],
             "device_settings": spec["device_settings"],
-            "env_overrides": overrides,
+            "env_overrides": environment.overrides,
             "python": sys.executable,
             "host": socket.gethostname(),
         }

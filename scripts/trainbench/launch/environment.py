@@ -7,6 +7,7 @@ import platform
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -171,3 +172,19 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONFAULTHANDLER"] = "1"
     return env, overrides
+
+
+@dataclass(frozen=True)
+class CellEnvironment:
+    """A cell's child environment, computed once per cell (:func:`cell_environment`) and
+    handed on: every attempt's child starts with ``variables``, the availability memo is
+    keyed on ``overrides``, and the record holds both."""
+
+    variables: dict[str, str]  # the child's whole environment
+    overrides: dict[str, str]  # what the config set (the record's env_overrides)
+
+
+def cell_environment(spec: dict) -> CellEnvironment:
+    """:func:`child_environment` of the cell ``spec``, for the launcher to hand on."""
+    variables, overrides = child_environment(spec)
+    return CellEnvironment(variables, overrides)

@@ -37,7 +37,8 @@ from trainbench.launch.classify import classify, find_silent_corruption, signal_
 from trainbench.launch.environment import (
     BEHAVIOUR_VARIABLES,
     INHERITED_THREAD_VARIABLES,
-    child_environment,
+    CellEnvironment,
+    cell_environment,
     git_commit,
     host_facts,
 )
@@ -60,8 +61,11 @@ class ChildRun:
     start: dict  # how the child started: method (fork_server or spawn), why, the server
 
 
-def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> dict:
-    """One attempt in a fresh child. Returns the attempt's outcome (status, error...).
+def run_attempt(
+    spec: dict, attempt: int, log, lock: CellLock | None = None, *, environment: CellEnvironment
+) -> dict:
+    """One attempt in a fresh child, started with the cell's ``environment``. Returns
+    the attempt's outcome (status, error...).
 
     The child holds the cell's lock with the launcher and dies with the launcher:
     the kernel kills it when the launcher dies (Linux), and its watchdog thread
@@ -70,7 +74,7 @@ def run_attempt(spec: dict, attempt: int, log, lock: CellLock | None = None) -> 
     # launcher of the cell if this one is killed), else in the system's temp folder.
     folder = lock.path.parent if lock is not None else None
     with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as tmp:
-        run = run_child(spec, attempt, Path(tmp), lock)
+        run = run_child(spec, attempt, Path(tmp), lock, environment=environment)
         _log_attempt(log, attempt, run)
     tail = "\n".join(run.stderr.splitlines()[-int(spec["launcher"]["stderr_tail_lines"]) :])
     outcome = _outcome_facts(attempt, run)
@@ -144,13 +148,20 @@ def _start_child(spec: dict, env: dict, argv: list[str], fds: dict[str, int], lo
     return SpawnedChild(proc), {"method": "spawn", "why": why}
 
 
-def run_child(spec: dict, attempt: int, folder: Path, lock: CellLock | None = None) -> ChildRun:
-    """Start ``python -m trainbench.launch.child`` on ``spec`` in its own process group (forked
-    by the run's pre-imported server, or spawned), with the attempt's files in
-    ``folder``, and wait for it (the launcher's timeout)."""
-    env, _ = child_environment(spec)
+def run_child(
+    spec: dict,
+    attempt: int,
+    folder: Path,
+    lock: CellLock | None = None,
+    *,
+    environment: CellEnvironment,
+) -> ChildRun:
+    """Start ``python -m trainbench.launch.child`` on ``spec`` in its own process group
+    (forked by the run's pre-imported server, or spawned) with the cell's
+    ``environment``, the attempt's files in ``folder``, and wait for it (the launcher's
+    timeout)."""
     watch_read, watch_write = os.pipe()
-    env[WATCHDOG_FD_VARIABLE] = str(watch_read)
+    env = {**environment.variables, WATCHDOG_FD_VARIABLE: str(watch_read)}
     spec_path, result_path = folder / "spec.json", folder / "result.json"
     stdout_path, stderr_path = folder / "stdout.txt", folder / "stderr.txt"
     spec_path.write_text(json.dumps(spec))
@@ -297,9 +308,10 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
     spec["faults_allowed"] = bool(spec.get("launcher", {}).get("allow_fault_injection")) or (
         os.environ.get(FAULTS_ENV) == "1"
     )
-    _, overrides = child_environment(spec)
+    # Once per cell, handed on to the memo, every attempt and the record.
+    environment = cell_environment(spec)
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    memo = AvailabilityMemo.for_cell(spec, output)
+    memo = AvailabilityMemo.for_cell(spec, output, environment)
     with open(log_path, "w") as log, CellLock(Path(output).parent, log) as lock:
         log.write(f"trainbench cell {json.dumps(spec['cell'])}\n")
         known = memo.recall() if memo else None
@@ -311,24 +323,26 @@ def run_cell(spec: dict, output: str | os.PathLike, log_path: str | os.PathLike)
                 f"{known['child']['reason']}\n"
             )
         else:
-            attempts = run_attempts(spec, log, lock)
+            attempts = run_attempts(spec, log, lock, environment=environment)
             if memo and attempts[-1]["status"] == "unavailable":
                 memo.remember(attempts[-1])
-        record = build_record(spec, attempts, overrides)
+        record = build_record(spec, attempts, environment)
         record["wall_time"]["launcher"] = wall_time.launcher_facts(entered, attempts)
         log.write(f"record status: {record['status']}\n")
     write_record(output, record)
     return record
 
 
-def run_attempts(spec: dict, log, lock: CellLock | None = None) -> list[dict]:
+def run_attempts(
+    spec: dict, log, lock: CellLock | None = None, *, environment: CellEnvironment
+) -> list[dict]:
     """Attempts until one does not fail, its failure class is not retried, or
-    launcher.max_attempts is reached."""
+    launcher.max_attempts is reached; each child with the cell's ``environment``."""
     max_attempts = int(spec["launcher"]["max_attempts"])
     retry_on = set(spec["launcher"]["retry_on"])
     attempts: list[dict] = []
     for attempt in range(1, max_attempts + 1):
-        outcome = run_attempt(spec, attempt, log, lock)
+        outcome = run_attempt(spec, attempt, log, lock, environment=environment)
         attempts.append(outcome)
         if outcome["status"] != "failed":
             break
@@ -341,7 +355,9 @@ def run_attempts(spec: dict, log, lock: CellLock | None = None) -> list[dict]:
     return attempts
 
 
-def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
+def build_record(spec: dict, attempts: list[dict], cell_env: CellEnvironment) -> dict:
+    """The cell's record from its attempts; ``cell_env``: what its children started with."""
+    overrides = cell_env.overrides
     final = attempts[-1]
     child = final.get("child") or {}
     environment = host_facts()
@@ -353,7 +369,7 @@ def build_record(spec: dict, attempts: list[dict], overrides: dict) -> dict:
     environment["seed"] = spec.get("seed")
     environment["run_seed"] = spec.get("run_seed")
     environment["env_overrides"] = overrides
-    child_env, _ = child_environment(spec)
+    child_env = cell_env.variables
     environment["behaviour_variables"] = {
         k: child_env[k] for k in BEHAVIOUR_VARIABLES if k in child_env
     }
