@@ -2,9 +2,10 @@
 
 The public surface is what ``__all__`` names: what your own model's ``build(ctx)``
 needs (docs/configuration.md, "Your own model"). **Names in ``__all__`` keep working
-across minor versions; every other module (``trainbench.run.*``, ``trainbench.config.*``
-...) is internal and may move.** Each name is imported when first used, so ``import
-trainbench`` stays cheap for scripts that never touch torch.
+across minor versions; every other module (``trainbench.measure.*``,
+``trainbench.launch.*``, ``trainbench.config.*`` ...) is internal and may move.** Each
+name is imported when first used, so ``import trainbench`` stays cheap for scripts that
+never touch torch.
 """
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~6 ms)
