@@ -25,12 +25,25 @@ _PROBE_MODULES = {
 }
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--durations-file",
+        default=None,
+        help="write every test's own seconds and the shared fixtures' to this JSON file "
+        "(checked by `python tests/speed_guard.py FILE`, which `make test` runs)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cpu_autocast(dtype, *kernels): needs these kernels under CPU autocast in dtype; "
         "skips with the reason where this CPU (or ONEDNN_MAX_CPU_ISA) cannot run them",
     )
+    from speed_guard import SpeedGuard
+
+    path = config.getoption("--durations-file")
+    config.pluginmanager.register(SpeedGuard(Path(path) if path else None), "speed_guard")
 
 
 def cpu_autocast_skip_reason(dtype: str, kernels: tuple[str, ...]) -> str | None:
