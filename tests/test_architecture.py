@@ -7,6 +7,7 @@ or function has outgrown what one reader can hold."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
@@ -93,6 +95,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path], type_only: bool = 
     return found
 
 
+@functools.cache
 def import_graph(type_only: bool = False) -> dict[str, set[str]]:
     known = scripts_modules() if type_only else modules()
     return {name: imports_of(name, path, known, type_only) for name, path in known.items()}
