@@ -512,6 +512,7 @@ BROKEN = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", list(BROKEN))
 def test_an_own_model_that_breaks_the_contract_fails_under_a_named_class(tmp_path, broken):
     """Each broken part gives a failed record of a named class (bad_input, build_failed)

@@ -268,6 +268,7 @@ def cnn_data(tmp_path_factory) -> str:
     return str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["image_cnn", "matmul"])
 def test_every_cell_record_carries_its_canary(tmp_path, cnn_data, workload):
     cell = tbconfig.Cell(workload, "cpu", 32 if workload == "image_cnn" else 1, 0)

@@ -287,6 +287,7 @@ def test_full_scale_config_reproduces_the_seed_parameter_count():
 # ----------------------------------------------------------------------------- launcher
 
 
+@pytest.mark.slow
 def test_tiny_cpu_run_through_the_launcher(tmp_path):
     wl = {
         "batch_sizes": [32],

@@ -108,6 +108,7 @@ def cnn_cell(tmp_path):
     return make
 
 
+@pytest.mark.slow
 def test_compiled_cell_compiles_the_step_in_warmup_and_evaluates_eager(cnn_cell, monkeypatch):
     calls = []
     compile_step = training.compile_step
@@ -151,6 +152,7 @@ def _with_backend(original, backend):
     return compile_with
 
 
+@pytest.mark.slow
 def test_eager_cell_records_no_compile(cnn_cell):
     ctx = make_context(cnn_cell("cpu"))
     result = run_training(workloads.get("image_cnn").build_parts(ctx), ctx)

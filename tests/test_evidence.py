@@ -54,6 +54,7 @@ def test_measurement_code_is_what_runs_in_a_cell_not_what_reads_records():
         assert analysis not in files, analysis
 
 
+@pytest.mark.slow
 def test_every_module_a_cell_imports_is_measurement_code():
     """A new module a cell imports counts as measurement code without anyone listing it."""
     import subprocess

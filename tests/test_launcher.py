@@ -349,6 +349,7 @@ def test_device_env_reaches_the_child(tmp_path, monkeypatch):
     assert all(row["gflops"] > 0 for row in record["result"]["sizes"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(backend_available("cuda"), reason="a CUDA device is visible here")
 def test_cuda_cell_is_unavailable_with_a_reason(tmp_path):
     record, _ = launch(tmp_path, make_spec(tiny_config(), tbconfig.Cell("matmul", "cuda", 1, 0)))

@@ -55,6 +55,7 @@ def without_run_seed(environment: dict) -> dict:
 needs_no_cuda = pytest.mark.skipif(backend_available("cuda"), reason="a CUDA device is visible")
 
 
+@pytest.mark.slow
 @needs_no_cuda
 def test_unavailable_device_is_remembered_within_one_snakemake_run(tmp_path, monkeypatch):
     monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
@@ -75,6 +76,7 @@ def test_unavailable_device_is_remembered_within_one_snakemake_run(tmp_path, mon
     assert second["result"] is None and second["error"] is None
 
 
+@pytest.mark.slow
 @needs_no_cuda
 def test_another_snakemake_run_asks_the_device_again(tmp_path, monkeypatch):
     monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
@@ -181,6 +183,7 @@ def _not_ok(template: dict, status: str) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_synthetic_records_are_valid_and_aggregate(tmp_path):
     archives = sorted(workflow.REPO.glob(measure.TEMPLATE_ARCHIVES))
     templates = synthetic.load_templates(archives, [])

@@ -131,6 +131,7 @@ def _launch(tmp_path, config: dict, cell: tbconfig.Cell, data_path: str | None =
     return read_record(tmp_path / "metrics.json")  # validated
 
 
+@pytest.mark.slow
 def test_a_real_cell_accounts_for_its_attempt(tmp_path):
     """The phases of a real training cell add up to its attempt's duration, each
     measured (>= 0), and less than 0.5 s is left unattributed."""
@@ -170,6 +171,7 @@ def test_a_real_cell_accounts_for_its_attempt(tmp_path):
     assert {f"wall_{p}_seconds" for p in PHASES} <= set(RUN_COLUMNS)
 
 
+@pytest.mark.slow
 def test_a_failed_cell_still_has_a_breakdown(tmp_path):
     config = tiny_config()
     config["launcher"]["allow_fault_injection"] = True
