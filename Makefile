@@ -51,7 +51,7 @@ report: $(RUNTIME)
 
 # The fast suite: unit tests and one end-to-end run of a tiny matrix. Then, outside the
 # timed tests, its speed guard: a test without the `slow` mark that took more than the
-# limit of tests/speed_guard.py (5 s of its own; a shared session-scoped run 75 s) fails
+# limit of tests/speed_guard.py (8 s of its own; a shared session-scoped run 90 s) fails
 # `make test`: mark it slow (make test-slow) or let it share one session-scoped run.
 DURATIONS ?= .test-durations.json
 test: $(DEV)

@@ -12,9 +12,11 @@ fixtures it happened to start first (that time is the fixture's). What is too sl
 moves to ``make test-slow`` (``@pytest.mark.slow``; CI runs both suites) or shares
 one session-scoped run with the other tests that read it.
 
-The limits hold with margin on the project's 2-core VM, measured with another job on
-the machine (docs/development.md gives the figures): a test near them is slow on a
-quiet machine too.
+Calibrated on the project's 2-core VM with another engineer's workflow running beside
+the suite (load 3.5-4): the slowest fast test took 4.6 s there, the shared one-cell
+workflow run 41-52 s; a quiet machine takes about half. The limits leave 1.7x over
+that; a real cell (8-25 s loaded) or workflow (40-60 s) in a test of its own exceeds
+them.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-TEST_LIMIT_S = 5.0
-SHARED_LIMIT_S = 75.0
+TEST_LIMIT_S = 8.0
+SHARED_LIMIT_S = 90.0
 SHARED_SCOPES = ("module", "class", "package", "session")
 
 
