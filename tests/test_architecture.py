@@ -57,6 +57,12 @@ def scripts_modules() -> dict[str, Path]:
     return {**{module_name(p): p for p in sorted(SCRIPTS.glob("*.py"))}, **modules()}
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once for every test here (read-only)."""
+    return ast.parse(path.read_text())
+
+
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
     skipped: set[int] = set()
     for node in ast.walk(tree):
@@ -69,7 +75,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path], type_only: bool = 
     """The package's modules ``name`` imports, at module level or inside functions
     (those run too); with ``type_only``, also those imported for type checkers only
     (``if TYPE_CHECKING:``), which couple modules as much."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     skipped = set() if type_only else _type_checking_nodes(tree)
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
@@ -187,7 +193,7 @@ def test_only_the_loops_callers_import_the_training_loop():
     result and its facts) take values; only what runs a loop imports its class."""
     importers = set()
     for name, path in scripts_modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if (
                 isinstance(node, ast.ImportFrom)
                 and node.module == LOOP
@@ -230,7 +236,7 @@ def test_no_module_or_function_has_outgrown_one_reader(name):
     assert text.count("\n") <= MAX_MODULE_LINES, f"{path}: {text.count(chr(10))} lines"
     long = [
         f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
-        for node in ast.walk(ast.parse(text))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]

@@ -64,6 +64,12 @@ def one_cell(tmp_path_factory):
     workflow = copy_workflow(tmp_path_factory.mktemp("one_cell") / "wf")
     config = tiny_config(devices=["cpu"])
     config["workloads"] = {"image_cnn": config["workloads"]["image_cnn"]}
+    # What a cell measures is tested in-process; here its short window is published as
+    # it is (no extension steps) and its diagnostic pass is two steps.
+    config["timing"] = {
+        "extend_short_windows": False,
+        "step_breakdown": {"max_steps": 2, "min_steps": 2},
+    }
     write_config(workflow / "config.yaml", config)
     proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=240)
     again = run_snakemake(workflow, "--cores", "1", "--dry-run", TARGET, timeout=120)
