@@ -12,6 +12,8 @@ rule report:
         code=package_code(
             "analysis/report.py",
             "analysis/report_tables.py",
+            "analysis/report_beside.py",
+            "analysis/beside_verdicts.py",
             "analysis/tables.py",
             "analysis/html.py",
         ),

@@ -5,7 +5,10 @@ taken outside every timed region."""
 from __future__ import annotations
 
 import pytest
+import torch
 from test_tracking import FakeDevice, _context, _parts, _spec
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 from trainbench.measure import quality
 from trainbench.measure.training import run_training
 
@@ -114,3 +117,29 @@ def test_step_cadence_keeps_gradient_accumulation_boundaries():
     parts = _parts(8, optimizer_steps=optimizer_steps)
     run_training(parts, _context(spec, device))
     assert len(optimizer_steps) == 2
+
+
+def test_the_cadence_does_not_change_the_training_it_measures():
+    # Dropout draws from the CPU generator, and so does every DataLoader iteration of
+    # the evaluation (its base seed). Each pass leaves the generators as it found them:
+    # the final weights are the same whether the curve has 1 point or 24.
+    def final_weights(eval_every: dict) -> torch.Tensor:
+        torch.manual_seed(0)
+        parts = _parts(8)
+        parts.model = nn.Sequential(nn.Linear(3, 16), nn.Dropout(0.5), nn.Linear(16, 1))
+        parts.optimizer = torch.optim.SGD(parts.model.parameters(), lr=0.01)
+        parts.eval_loader = DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=4)
+
+        def evaluate(model, loader, ctx):
+            for (x,) in loader:
+                model(x)
+            return {"metrics": {"mse": 0.5}, "samples": 8}
+
+        parts.evaluate = evaluate
+        spec = _spec(8, epochs=3)
+        spec["timing"]["eval_every"] = eval_every
+        run_training(parts, _context(spec, FakeDevice()))
+        return torch.cat([p.detach().flatten() for p in parts.model.parameters()])
+
+    sparse, dense = final_weights({"epochs": 3}), final_weights({"steps": 1})
+    assert torch.equal(sparse, dense)

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainbench.analysis.beside_verdicts import across_lines, samples_check_lines
+
 # INFO messages without an event worth a line (the rest is scheduler chatter).
 PASSED_MESSAGES = (
     "Nothing to be done",
@@ -149,6 +151,8 @@ def summary_lines(report_path: str | Path) -> list[str]:
     for row in _rows(tables / "attention.csv"):
         if row["status"] == "unavailable":
             lines.append(f"  ⚪ {row['device']} unavailable: {row['detail']}")
+    lines += [f"  {line}" for line in samples_check_lines(_rows(tables / "time_to_target.csv"))]
+    lines += [f"  {line}" for line in across_lines(_rows(tables / "across_batch_sizes.csv"))]
     kinds = Counter(row["kind"] for row in _rows(tables / "warnings.csv"))
     if kinds:
         text = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())

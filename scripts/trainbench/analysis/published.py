@@ -27,6 +27,7 @@ PUBLISHED_TABLES = (
     "step_breakdown",
     "time_to_target",
     "best_setting",
+    "across_batch_sizes",
     "quality_curve",
 )
 

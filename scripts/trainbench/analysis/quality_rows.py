@@ -10,11 +10,13 @@ would wait), eval_seconds, train_joules and energy_window_seconds (training regi
 so far; empty where unmeasured), energy_min_seconds (the record's minimum energy
 window), eval_every ("epochs 1" / "steps 50"); eval_<metric> for every numeric metric,
 and eval_<metric>[<label>] for per-label metrics (text's precision, recall, f1);
-record.
+not_finite_metrics: the metrics that were not finite at this pass (";"-joined; a record
+stores NaN and infinity as null), so that a NaN metric is named, not lost; record.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from trainbench.analysis.record_view import RecordView
@@ -25,10 +27,13 @@ PER_LABEL_METRICS = ("precision", "recall", "f1")
 
 
 def _metric_columns(metrics: Mapping | None) -> dict:
-    out = {}
+    out: dict = {}
+    not_finite = []
     for key, value in (metrics or {}).items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             out[f"eval_{key}"] = value
+        elif value is None or isinstance(value, float):  # null in a record: NaN or infinite
+            not_finite.append(str(key))
         elif key == "per_label" and isinstance(value, list):
             for row in value:
                 if not isinstance(row, Mapping) or "label" not in row:
@@ -36,6 +41,8 @@ def _metric_columns(metrics: Mapping | None) -> dict:
                 for name in PER_LABEL_METRICS:
                     if isinstance(row.get(name), (int, float)):
                         out[f"eval_{name}[{row['label']}]"] = row[name]
+    if not_finite:
+        out["not_finite_metrics"] = ";".join(not_finite)
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 from trainbench.analysis.published import PUBLISHED_TABLES as PUBLISHED
+from trainbench.analysis.report_beside import SAMPLES_CHECK, beside_context
 from trainbench.analysis.report_tables import (
     ATTENTION,
     BEST_SETTING,
@@ -138,6 +139,17 @@ def verdict_lines(t: Mapping[str, list[Row]]) -> list[str]:
                 f"{field_text(r, 'batch_size')}): matmul crossover {field_text(r, 'finding')}"
             )
     return [escape_cell(line) for line in lines]
+
+
+def target_lines(rows: Sequence[Row]) -> list[str]:
+    """The time-to-target line of each best_setting row that has one: its ``summary``,
+    the sentence the console prints after ⏱ (each backend at its best setting against
+    the baseline's; the baseline's own row only where it did not reach the target)."""
+    return [
+        escape_cell(f"⏱ `{field_text(r, 'workload')}`: {field_text(r, 'summary')}")
+        for r in rows
+        if plain_value(r.get("summary"))
+    ]
 
 
 def warning_counts(rows: Sequence[Row]) -> dict | None:
@@ -273,6 +285,7 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "code": f" Code: {'; '.join(f'`{c}`' for c in codes)}." if codes else "",
         "skipped": [{k: escape_cell(text_of(v)) for k, v in r.items()} for r in t["skipped"]],
         "verdicts": verdict_lines(t),
+        "target_lines": target_lines(t["best_setting"]),
         "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s") + BOUNDS),
         "step_breakdown": table(t["step_breakdown"], WORKLOAD + STEP_BREAKDOWN),
         "energy_lines": energy_lines(t["energy"]),
@@ -284,6 +297,7 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "environments": table(t["environments"], ENVIRONMENT),
         # Devices with a breakdown (records written before it have none).
         "cell_time": table([r for r in t["cell_time"] if plain_value(r.get("cells"))], CELL_TIME),
+        **beside_context(t, WORKLOAD),
     }
     return _write(inputs.get("template"), "report.md.j2", output, context)
 
@@ -352,11 +366,12 @@ def render_workload_report(
         "labels": table(t["per_label"], LABELS),
         "task": table(t["task"], TASK),
         "memory": table(t["memory"], MEMORY),
-        "time_to_target": table(t["time_to_target"], TIME_TO_TARGET),
+        "time_to_target": table(t["time_to_target"], TIME_TO_TARGET + SAMPLES_CHECK),
         "best_setting": table(t["best_setting"], BEST_SETTING),
         "target": target_text(next(iter(t["time_to_target"]), None)),
         "environments": table(environments, ENVIRONMENT),
         "missing": MISSING,
+        **beside_context(t, []),
     }
     template = inputs.get("workload_template") or inputs.get("template")
     return _write(template, "workload_report.md.j2", output, context)

@@ -125,10 +125,13 @@ FORMATS: dict[str, tuple[Callable[[Any], str], str]] = {
 
 
 def cols(*specs: tuple) -> list[Column]:
-    """Columns from (header, key or row function, format of :data:`FORMATS`)."""
+    """Columns from (header, key or row function, format of :data:`FORMATS`); a key that
+    counts things (:func:`.tables.is_count_column`) is shown exactly, whatever the format."""
     out = []
     for header, key, *fmt in specs:
         fn, align = FORMATS[fmt[0] if fmt else "t"]
+        if isinstance(key, str) and tables.is_count_column(key):
+            fn, align = (lambda x: tables.count_text(plain_value(x))), "r"
         out.append((header, align, key if callable(key) else lambda r, k=key, f=fn: f(r.get(k))))
     return out
 
@@ -167,7 +170,7 @@ TIME_TO_TARGET = KEYS + cols(
     ("repeats", "repeats", "i"), ("reached", "reached", "i"),
     ("training s to target (median)", "median_s", "n"), ("interval", _seconds_iv, "i"),
     ("wall s", "wall_median_s", "n"), ("samples", "samples_median", "n"),
-    ("steps", lambda r: compact(r.get("steps_median")), "i"),
+    ("steps", "steps_median", "i"),
     ("energy J", "joules_median", "n"),
     ("times sooner", "speedup", "x"), ("interval ", _ratio_iv, "i"),
     ("verdict", "verdict"), ("reason", "reason"),

@@ -90,13 +90,58 @@ def is_bytes_column(name) -> bool:
     return name == "bytes" or name.endswith("_bytes")
 
 
-def cell_text(value, is_bytes: bool = False) -> str:
-    """One table cell: floats with 3 significant digits, ``*_bytes`` in MiB/GiB,
-    booleans as yes/no, missing values as "—", pipes escaped."""
+# Columns that count things, shown exactly (never at 3 significant digits): a table
+# column is one when its name is listed here or ends with one of COUNT_SUFFIXES.
+COUNT_COLUMNS = frozenset({
+    "batch_size", "samples", "steps", "repeats", "reached", "cells", "candidates", "epochs",
+    "epoch", "best_epoch", "point", "rep", "n", "baseline_n", "records", "ok", "failed",
+    "unavailable", "runs", "pairs", "support", "threads", "torch_threads", "parameters",
+    "gradient_accumulation", "max_length", "logical_cores", "compared_at", "points_compared",
+    "min_repeats", "max_repeats", "repeats_min", "repeats_max", "samples_median",
+    "steps_median", "without_breakdown", "predicted_positive", "run_seed",
+    "steady_start_step", "attempts", "samples_resolution", "baseline_samples_min",
+    "baseline_samples_max",
+})  # fmt: skip
+COUNT_SUFFIXES = (
+    "_batch_size", "_runs", "_cells", "_attempts", "_repeats", "_steps", "_samples", "_epochs",
+)  # fmt: skip
+
+
+def is_count_column(name) -> bool:
+    """Whether a table column counts things (:data:`COUNT_COLUMNS`): shown exactly."""
+    name = str(name)
+    return name in COUNT_COLUMNS or name.endswith(COUNT_SUFFIXES)
+
+
+def count_text(x) -> str:
+    """A count exactly: whole numbers without a decimal point ("1024", "8192", also when
+    a CSV round trip made them floats), a median between two counts to 2 decimals
+    ("6144.5"), text that is no number as it is ("32; 64")."""
+    if is_missing(x):
+        return MISSING
+    try:
+        x = float(x)  # also a number kept as text ("2.0")
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(x):
+        return MISSING
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    if x.is_integer():
+        return str(int(x))
+    return f"{round(x, 2):f}".rstrip("0").rstrip(".")
+
+
+def cell_text(value, is_bytes: bool = False, is_count: bool = False) -> str:
+    """One table cell: counts exactly (:func:`count_text`), other floats with 3
+    significant digits, ``*_bytes`` in MiB/GiB, booleans as yes/no, missing values as
+    "—", pipes escaped."""
     if is_missing(value):
         return MISSING
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
+    if is_count:
+        return count_text(value).replace("|", "\\|").replace("\n", " ")
     if isinstance(value, (int, np.integer)):
         return bytes_text(value) if is_bytes else str(int(value))
     if isinstance(value, (float, np.floating)):
@@ -106,13 +151,16 @@ def cell_text(value, is_bytes: bool = False) -> str:
 
 
 def to_markdown(frame: pd.DataFrame | None) -> str:
-    """A Markdown (pipe) table for reading: see :func:`cell_text`. The numbers in the
-    CSV stay unrounded."""
+    """A Markdown (pipe) table for reading: see :func:`cell_text` (count columns by
+    :func:`is_count_column`). The numbers in the CSV stay unrounded."""
     if frame is None or frame.columns.empty:
         return "_(no rows)_"
     text = pd.DataFrame(
         {
-            column: [cell_text(v, is_bytes_column(column)) for v in frame[column].tolist()]
+            column: [
+                cell_text(v, is_bytes_column(column), is_count_column(column))
+                for v in frame[column].tolist()
+            ]
             for column in frame.columns
         },
         columns=frame.columns,

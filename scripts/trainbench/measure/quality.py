@@ -10,12 +10,14 @@ into seconds since the attempt started (the record's ``wall_time.marks``).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import torch
 from trainbench.common.vocabulary import MARK_PREFIX
 from trainbench.measure import wall_time
 
@@ -44,6 +46,30 @@ def eval_cadence(spec: dict, total_steps: int) -> tuple[str, int, dict]:
     if unit == "passes":
         return "steps", max(1, int(total_steps) // int(n)), {"passes": int(n)}
     return str(unit), int(n), {str(unit): int(n)}
+
+
+@contextlib.contextmanager
+def rng_untouched(device: torch.device) -> Iterator[None]:
+    """An evaluation pass that leaves the random streams as it found them: the CPU's
+    and the device's generator states are restored after it. A DataLoader draws its
+    base seed from the CPU generator each time it is iterated, so without this every
+    pass would move the dropout masks (and any other draw) of the training after it:
+    the cadence of the quality curve would change the run it measures."""
+    cpu = torch.get_rng_state()
+    module = getattr(torch, device.type, None) if device.type in ("cuda", "mps") else None
+    get_state = getattr(module, "get_rng_state", None)  # feature-detected (torch.mps)
+    saved = None
+    if get_state is not None:
+        saved = get_state(device) if device.type == "cuda" else get_state()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if saved is not None:
+            if device.type == "cuda":
+                module.set_rng_state(saved, device)
+            else:
+                module.set_rng_state(saved)
 
 
 class QualityCurve:

@@ -118,11 +118,9 @@ class TrainingLoop:
         self.trackers = [self.energy, self.host, self.memory, self.timer]
         # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
         self._keep = _detached_copy if self.compile_mode else _detached
-        # How often training stops for an evaluation pass (timing.eval_every).
-        self.eval_unit, self.eval_every, cadence = quality.eval_cadence(
-            ctx.spec, self.steps_per_epoch * settings.epochs
-        )
-        self.quality = quality.QualityCurve(self.eval_unit, self.eval_every, cadence)
+        cadence = quality.eval_cadence(ctx.spec, self.steps_per_epoch * settings.epochs)
+        self.eval_unit, self.eval_every = cadence[:2]
+        self.quality = quality.QualityCurve(*cadence)  # evaluation passes: timing.eval_every
         self.final_evaluation: eval_parity.FinalEvaluation | None = None
         self._autocast_flag: bool | None = None
         self.started_at = time.perf_counter()
@@ -382,6 +380,7 @@ class TrainingLoop:
         parts = self.parts
         parts.model.eval()
         with (
+            quality.rng_untouched(self.device),  # the pass draws nothing training sees
             TimedRegion(self.dev, [self.energy, self.host], EVAL) as region,
             torch.no_grad(),
             torch.autocast(
@@ -417,10 +416,8 @@ class TrainingLoop:
         return {**passed, "metrics": evaluation.get("metrics")}
 
     def calibrate_evaluation(self) -> None:
-        """More timed passes of the final model until the warm passes add up to the
-        minimum window (pyperf calibrates the same way): at most max_eval_passes in
-        all, and never fewer than 5 added after the curve's passes where the window is
-        short (a dense curve of quick passes would otherwise leave none to add)."""
+        """More timed passes of the final model until the warm passes fill the minimum
+        window (as pyperf calibrates): at most max_eval_passes, or 5 after a dense curve."""
         protocol, passes = self.settings.protocol, self.state.eval_passes
         limit = max(protocol.max_eval_passes, len(passes) + 5)
         while len(passes) < limit:

@@ -125,8 +125,9 @@ def _label(row) -> str:
 
 def _time_panel(ax: Axes, rows: pd.DataFrame) -> None:
     ys = np.arange(len(rows))
-    top = np.nanmax(np.where(np.isfinite(rows["high"]), rows["high"], rows["median_s"]))
-    right_edge = (top if np.isfinite(top) else 1.0) * 1.15
+    ends = np.where(np.isfinite(rows["high"]), rows["high"], rows["median_s"])
+    ends = ends[np.isfinite(ends)]  # none in a panel where no cell reached the target
+    right_edge = (ends.max() if ends.size else 1.0) * 1.15
     for y, row in zip(ys, rows.itertuples(index=False), strict=True):
         color = line_style(row.device)["color"]
         if np.isfinite(row.median_s):

@@ -19,7 +19,10 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.cell_time` — ``cell_time`` (where the cells' wall time went, per device).
 * :mod:`.breakdown` — ``step_breakdown`` (where a step's time goes and what bounds it);
 * :mod:`.targets` — ``time_to_target``, ``best_setting``, ``quality_curve`` (time to a
-  quality target, censored repeats kept).
+  quality target, censored repeats kept);
+* :mod:`.convergence` — the samples-to-target check, ``time_to_target``'s samples columns;
+* :mod:`.across_batch` — ``across_batch_sizes`` (training speed of devices at their own
+  batch sizes, labelled apart from the same-batch verdicts).
 
 Every function is pure: pandas in, pandas out, no IO (write the tables with
 :func:`trainbench.analysis.tables.write_table`).
@@ -46,6 +49,7 @@ from trainbench.analysis.stats.accuracy import (
     per_label_table,
     task_table,
 )
+from trainbench.analysis.stats.across_batch import ACROSS_BATCH_COLUMNS, across_batch_table
 from trainbench.analysis.stats.breakdown import (
     BREAKDOWN_TABLE_COLUMNS,
     BoundRule,
@@ -54,6 +58,7 @@ from trainbench.analysis.stats.breakdown import (
     step_breakdown_table,
 )
 from trainbench.analysis.stats.cell_time import CELL_TIME_COLUMNS, cell_time_table
+from trainbench.analysis.stats.convergence import SAMPLES_CHECK_COLUMNS, with_samples_check
 from trainbench.analysis.stats.crossover import CROSSOVER_COLUMNS, crossover_table
 from trainbench.analysis.stats.energy import ENERGY_COLUMNS, energy_table
 from trainbench.analysis.stats.intervals import (
@@ -128,8 +133,9 @@ COLUMNS: dict[str, list[str]] = {
     "attention": ATTENTION_COLUMNS,
     "cell_time": CELL_TIME_COLUMNS,
     "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
-    "time_to_target": TIME_TO_TARGET_COLUMNS,
+    "time_to_target": [*TIME_TO_TARGET_COLUMNS, *SAMPLES_CHECK_COLUMNS],
     "best_setting": BEST_SETTING_COLUMNS,
+    "across_batch_sizes": ACROSS_BATCH_COLUMNS,
     "quality_curve": QUALITY_CURVE_COLUMNS,
 }
 
@@ -204,8 +210,10 @@ def publish(
         for w, d in zip(out["verdicts"]["workload"], out["verdicts"]["device"], strict=True)
     ]
     quality, targets = tables.get("quality"), targets or {}
-    out["time_to_target"] = time_to_target_table(quality, runs, baselines, targets, training)
+    times = time_to_target_table(quality, runs, baselines, targets, training)
+    out["time_to_target"] = with_samples_check(times, quality, runs, baselines, targets, training)
     out["best_setting"] = best_setting_table(quality, runs, baselines, targets, training)
+    out["across_batch_sizes"] = across_batch_table(runs, baselines, training)
     out["quality_curve"] = quality_curve_table(quality, runs, targets, training)
     out["warnings"] = warnings_table(runs, matmul, tables.get("setups"), out["memory"])
     return {name: out[name] for name in PUBLISHED_TABLES}

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 from trainbench.analysis.stats import frames as fr
 from trainbench.analysis.stats.verdicts import failure_text
-from trainbench.analysis.tables import compact
+from trainbench.analysis.tables import compact, count_text
 
 NOISY_CV = 0.10
 BIMODAL_RATIO = 1.25
@@ -304,7 +304,7 @@ def _record_detail(kind: str, v: pd.Series) -> str:
     if kind == "no steady state":
         return (
             f"no steady state in the step times; measured from step "
-            f"{compact(v['warmup_steps'])}, no verdict rests on it"
+            f"{count_text(v['warmup_steps'])}, no verdict rests on it"
         )
     return _slowdown_detail(v)
 
@@ -330,7 +330,7 @@ def _slowdown_detail(v: pd.Series) -> str:
     hard-negative mining does), elsewhere heat, other load or the work itself."""
     step = v["steady_start_step"]
     epoch = epoch_started_at(step, v["window_steps"], v["epochs"], v["wall_extension_seconds"])
-    where = f"slower from step {compact(step)} on"
+    where = f"slower from step {count_text(step)} on"
     if not epoch:
         cause = "a shift in level: heat, other load or a change in the work per step"
         return f"{where} ({cause}): measured from there"

@@ -294,20 +294,25 @@ def windows_cover(runs: pd.DataFrame, cell: tuple, base: str) -> str:
     """What the training windows of a speedup row cover, where the workload's work per
     step changes by a schedule: the phase both sides' windows are held to, or, should
     they differ (records of another version), each side's; "" for a workload without
-    such a schedule (every step does the same work)."""
+    such a schedule (every step does the same work). A side with no ok run at this batch
+    size covers nothing here: a baseline without one leaves this device's phase alone,
+    in the words of the baseline's own row ("whole run" only for records that ran
+    without the schedule's phase)."""
     workload, batch_size, device = cell
     if "window_phase" not in runs:
         return ""
 
-    def phases(dev: str) -> list[str]:
+    def phases(dev: str) -> list[str] | None:
         mine = runs[(runs["workload"] == workload) & (runs["batch_size"] == batch_size)
                     & (runs["device"] == dev) & (runs["status"] == "ok")]  # fmt: skip
+        if mine.empty:
+            return None
         return sorted({str(v) for v in mine["window_phase"].dropna() if str(v)})
 
     own, other = phases(device), phases(base)
-    if not own and not other:
+    if own is None:  # no ok run of this device here: no window to describe
         return ""
-    if device == base or own == other:
+    if other is None or device == base or own == other:
         return "; ".join(own)
     return (f"differs: {device} {'; '.join(own) or 'whole run'}, "
             f"{base} {'; '.join(other) or 'whole run'}")  # fmt: skip

@@ -28,14 +28,17 @@ curve in the records, no target, or a metric whose direction is unknown); ``not
 reached`` (the median is not reached); ``baseline``; ``insufficient data`` (no baseline
 cell at this batch size, or fewer than 3 ok repeats on a side); ``disturbed`` (a repeat
 on either side was disturbed); ``sooner`` / ``later`` (the speedup interval above /
-below 1); ``no clear difference``.
+below 1); ``no clear difference``. A repeat that missed the target, or a metric
+that was not finite, is said in the reason (:mod:`.target_words`).
 
 ``best_setting`` — one row per training workload × backend (cpu, mps, cuda; with
 @hardware on merged results): the setting (device column: threads, torch.compile) and
 batch size with the shortest median time to target among the backend's cells, and the
 comparison with the baseline backend's best setting (speedup and verdict by the rules
-above, across batch sizes); summary: that comparison in one sentence (the console's line). candidates: the cells compared; chosen by point estimate, so
-the interval does not account for the choice (a winner's curse: with few repeats the
+above, across batch sizes); summary: that comparison in one sentence, the ⏱ line of the
+console and results/report.md (:mod:`.target_words`; none for the baseline's own row
+unless it misses the target). candidates: the cells compared; chosen by point estimate,
+so the interval does not account for the choice (a winner's curse: with few repeats the
 chosen setting's time is biased low).
 
 ``quality_curve`` — per cell and evaluation pass (the same pass index in every repeat):
@@ -51,16 +54,15 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 import pandas as pd
 from trainbench.analysis.stats import frames as fr
+from trainbench.analysis.stats import target_words as words
 from trainbench.analysis.stats.censored import median_if_reached, time_interval, times_sooner
 from trainbench.analysis.stats.intervals import INSUFFICIENT, NO_CLEAR, Interval
 from trainbench.analysis.stats.speed import DISTURBED, MIN_REPEATS
+from trainbench.analysis.stats.target_words import BASELINE, LATER, NOT_REACHED, SOONER
 from trainbench.analysis.tables import compact, interval_text, ratio_text
 from trainbench.config.device_ids import DeviceId
 
-SOONER = "sooner"
-LATER = "later"
-NOT_REACHED = "not reached"
-BASELINE = "baseline"
+NOT_FINITE = "not_finite_metrics"  # the quality table's column of metrics that were not finite
 
 TIME_TO_TARGET_COLUMNS = [
     "workload", "device", "batch_size", "metric", "target", "direction", "eval_every",
@@ -126,9 +128,17 @@ def resolve_targets(
     return out
 
 
+def _not_finite(g: pd.DataFrame, values: pd.Series, metric: str) -> int:
+    """Evaluations of ``g`` whose ``metric`` was NaN or infinite: null in the record, which
+    :mod:`trainbench.analysis.quality_rows` names in ``not_finite_metrics``."""
+    named = fr.text(g, NOT_FINITE).str.split(";").map(lambda names: metric in names)
+    return int(named.sum()) + int(np.isinf(values.to_numpy(dtype=float)).sum())
+
+
 def _repeat_outcomes(quality: pd.DataFrame, target: dict) -> pd.DataFrame:
-    """One row per record: reached, time (inf where censored), censored_after, wall,
-    samples, steps, joules."""
+    """One row per record: reached, time (inf where censored), censored_after (its
+    training seconds) and censored_epochs (its epochs), wall, samples, steps, joules;
+    evaluations and not_finite (those whose metric was not finite)."""
     column = f"eval_{target['metric']}"
     rows = []
     for (workload, device, batch_size, record), g in quality.groupby(
@@ -142,12 +152,14 @@ def _repeat_outcomes(quality: pd.DataFrame, target: dict) -> pd.DataFrame:
         )
         meets = (
             values >= target["value"] if target["higher_is_better"] else values <= target["value"]
-        )
+        ) & np.isfinite(values)
         hit = g[meets.fillna(False).to_numpy()]
         last = g.iloc[-1]
         row = {"workload": workload, "device": device, "batch_size": batch_size, "record": record,
-               "rep": int(g["rep"].iloc[0]),
-               "has_metric": bool(values.notna().any()), "censored_after": float(last["train_seconds"])}  # fmt: skip
+               "rep": int(g["rep"].iloc[0]), "has_metric": bool(np.isfinite(values).any()),
+               "evaluations": int(len(g)), "not_finite": _not_finite(g, values, target["metric"]),
+               "censored_after": float(last["train_seconds"]),
+               "censored_epochs": fr.num(g, "epoch").iloc[-1]}  # fmt: skip
         if hit.empty:
             row.update(reached=False, time=math.inf, wall=math.inf, samples=math.inf,
                        steps=math.inf, joules=math.nan)  # fmt: skip
@@ -173,12 +185,16 @@ def _cell_stats(outcomes: pd.DataFrame) -> dict:
     summary = time_interval(times)
     reached = outcomes[outcomes["reached"]]
     censored = outcomes.loc[~outcomes["reached"], "censored_after"]
+    epochs = outcomes.loc[~outcomes["reached"], "censored_epochs"]
     joules = reached["joules"].to_numpy(dtype=float)
     return {
         "times": times, "repeats": int(times.size), "reached": int(reached.shape[0]),
         "median_s": summary.estimate, "low": summary.low, "high": summary.high,
         "interval": summary.kind,
         "censored_after_s": float(censored.max()) if not censored.empty else math.nan,
+        "censored_epochs": float(epochs.max()) if not epochs.empty else math.nan,
+        "evaluations": int(outcomes["evaluations"].sum()),
+        "not_finite": int(outcomes["not_finite"].sum()),
         "wall_median_s": median_if_reached(outcomes, "wall"),
         "samples_median": median_if_reached(outcomes, "samples"),
         "steps_median": median_if_reached(outcomes, "steps"),
@@ -199,6 +215,7 @@ def _judge(device, base, mine: dict | None, ref: dict | None, ratio, disturbed) 
         return NOT_REACHED, (
             f"reached in {mine['reached']} of {mine['repeats']} repeats: the median repeat "
             f"did not reach the target within {compact(mine['censored_after_s'])} s of training"
+            + words.not_finite(mine)
         )
     if device == base:
         return BASELINE, ""
@@ -218,10 +235,14 @@ def _judge(device, base, mine: dict | None, ref: dict | None, ratio, disturbed) 
         result = LATER
     else:
         result = NO_CLEAR
-    words = (f"{device} reaches it in {compact(mine['median_s'])} s of training, {base} in "
+    censored = words.censored_outcome(device, base, mine, ref)
+    if censored:
+        verdict = words.overall(result, ratio.estimate, ratio.low, ratio.high)
+        return result, f"{censored}; overall {verdict}, {ratio.kind}"
+    text = (f"{device} reaches it in {compact(mine['median_s'])} s of training, {base} in "
              f"{compact(ref['median_s'])} s: {ratio_text(ratio.estimate)} "
              f"({interval_text(ratio.low, ratio.high)}, {ratio.kind})")  # fmt: skip
-    return result, words
+    return result, text
 
 
 def _ratio_columns(is_baseline: bool, mine, ref) -> tuple[dict, Interval | None]:
@@ -260,6 +281,8 @@ class _Cells:
         )
         outcomes = _repeat_outcomes(self.curve, target) if usable else pd.DataFrame()
         self.has_metric = bool(outcomes["has_metric"].any()) if not outcomes.empty else False
+        self.evaluations = int(outcomes["evaluations"].sum()) if not outcomes.empty else 0
+        self.not_finite = int(outcomes["not_finite"].sum()) if not outcomes.empty else 0
         disturbed = _disturbed_records(ok)
         self.stats: dict[tuple, dict] = {}
         self.disturbed: dict[tuple, list[str]] = {}
@@ -290,6 +313,9 @@ class _Cells:
                     "an own workload declares only its primary metric's direction")  # fmt: skip
         if self.curve.empty:
             return "the records hold no quality curve (made by an older trainbench)"
+        if not self.has_metric and self.not_finite:
+            return (f"the metric {self.target['metric']!r} was not finite (NaN or infinite) in "
+                    f"{self.not_finite} of {self.evaluations} evaluations")  # fmt: skip
         if not self.has_metric:
             return f"the records report no metric {self.target['metric']!r}"
         return None
@@ -376,28 +402,6 @@ def _best(cells: _Cells, backend: str) -> tuple[tuple | None, int]:
     return min(reached, key=lambda k: (cells.stats[k]["median_s"], k[1], k[0])), len(keys)
 
 
-def _summary(row: dict) -> str:
-    """ "cuda reaches accuracy ≥ 0.9 3.1x sooner than cpu (2.2–4x), each at its best
-    setting (cuda bs 32; cpu bs 16)" for a best_setting row ("" for the baseline's)."""
-    verdict = row["verdict"]
-    if verdict == BASELINE:
-        return ""
-    backend, base = row["backend"], row["baseline_backend"]
-    if verdict not in (SOONER, LATER, NO_CLEAR):
-        return f"{backend} vs {base} at their best settings: {verdict} ({row['reason']})"
-    goal = f"{row['metric']} {row['direction']} {compact(row['target'])}"
-    ratio, low, high = row["speedup"], row["speedup_low"], row["speedup_high"]
-    settings = (f"each at its best setting ({row['device']} bs {row['batch_size']}; "
-                f"{row['baseline_device']} bs {row['baseline_batch_size']})")  # fmt: skip
-    if verdict == SOONER:
-        how = f"{ratio_text(ratio)} sooner than {base} ({interval_text(low, high)}x)"
-    elif verdict == LATER:
-        how = f"{ratio_text(1 / ratio)} later than {base} ({interval_text(1 / high, 1 / low)}x)"
-    else:
-        how = f"with no clear difference from {base} ({ratio_text(ratio)}, {interval_text(low, high)}x)"
-    return f"{backend} reaches {goal} {how}, {settings}"
-
-
 def best_setting_table(
     quality: pd.DataFrame | None,
     runs: pd.DataFrame,
@@ -435,6 +439,7 @@ def best_setting_table(
             mine = cells.stats[key]
             label = f"{key[0]} bs {key[1]}"
             ratio_cols, ratio = _ratio_columns(backend == base_backend, mine, ref)
+            censored = ""
             if backend == base_backend:
                 verdict, reason = BASELINE, ""
             elif ref is None:
@@ -444,12 +449,14 @@ def best_setting_table(
                 base_label = f"{ref_key[0]} bs {ref_key[1]}" if ref_key else str(base_backend)
                 disturbed = cells.disturbed.get(key, []) + cells.disturbed.get(ref_key, [])
                 verdict, reason = _judge(label, base_label, mine, ref, ratio, disturbed)
+                censored = words.censored_outcome(backend, str(base_backend), mine, ref)
             rows.append({**row, "device": key[0], "batch_size": key[1],
                          **{k: mine[k] for k in ("repeats", "reached", "median_s", "low", "high",
                                                  "interval", "wall_median_s", "samples_median")},
-                         **ratio_cols, "verdict": verdict, "reason": reason})  # fmt: skip
+                         **ratio_cols, "verdict": verdict, "reason": reason,
+                         "_censored": censored})  # fmt: skip
     for row in rows:
-        row["summary"] = _summary(row)
+        row["summary"] = words.summary(row, row.pop("_censored", ""))
     return fr.frame(rows, BEST_SETTING_COLUMNS)
 
 

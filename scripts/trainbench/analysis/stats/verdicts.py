@@ -42,8 +42,9 @@ disturbed; 10. insufficient data → insufficient data; 11. slower or no clear
 difference at a batch size → not faster; 12. faster at every batch size → working.
 "Every batch size" means every batch size the baseline device also ran: with per-device
 batch sizes (``batch_sizes: {cpu: [16], cuda: [32]}``) a size only this device ran is
-compared by time to target (``best_setting``), and a device that shares none with the
-baseline is insufficient data, saying so.
+compared by training speed (``across_batch_sizes``) and time to target (``best_setting``),
+across batch sizes, and a device that shares none with the baseline is insufficient data,
+saying so.
 Runs without a canary (older records) are not judged on it. Never a median across
 batch sizes.
 """
@@ -370,8 +371,9 @@ def _verdict(
     if numerics.failure:
         return "not working", numerics.failure, numerics.failure
     if unshared:
-        item = (f"no batch size shared with the baseline {base} (each has its own): the "
-                "best_setting table compares them by time to target")  # fmt: skip
+        item = (f"no batch size shared with the baseline {base} (each has its own): "
+                "across_batch_sizes compares their training speed and best_setting their "
+                "time to target, across batch sizes")  # fmt: skip
         return "insufficient data", item, item
     sizes = [r["batch_size"] for r in speed]
     found = _parity_item(parity, sizes)
@@ -442,7 +444,8 @@ def verdicts_table(
         alone = sorted({int(r["batch_size"]) for r in every_speed} - both)
         if alone and speed:  # per-device batch sizes: say which were not compared
             text += (f" (of the batch sizes {base} ran too; {fr.sizes_text(alone)} ran on {d} "
-                     "alone: best_setting compares by time to target)")  # fmt: skip
+                     "alone: across_batch_sizes compares its speed there, best_setting "
+                     "its time to target)")  # fmt: skip
         symbol = "❌" if state == "baseline" and first else SYMBOLS[state]
         rows.append({"workload": w, "device": d, "baseline": base, "status": state,
                      "symbol": symbol, "first_failing": first, "text": text,
