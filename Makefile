@@ -3,9 +3,9 @@
 #                 (CONFIG=configs/x.yaml: that config over config.yaml -> results/<run_name>/report.md)
 #   make test     add the test tools to .venv and run the fast test suite (starts no daemon)
 # More: make test-isa (the fast suite with oneDNN capped at AVX2), make test-slow (every
-# real-process test), make test-browser (the HTML reports in a headless Chromium), make
-# test-cluster (a real single-node Slurm: installs and starts daemons, root only), make
-# lint, make rerun-failed.
+# real-process test), make test-durations (the fast suite's speed guard again), make
+# test-browser (the HTML reports in a headless Chromium), make test-cluster (a real
+# single-node Slurm: installs and starts daemons, root only), make lint, make rerun-failed.
 # A machine without network: make wheelhouse where the network is, then make
 # offline-setup there (docs/offline-install.md).
 PYTHON ?= python3
@@ -20,7 +20,7 @@ SNAKEMAKE_ARGS ?=
 # The offline install's folder of wheels (git-ignored).
 WHEELHOUSE ?= .whl
 
-.PHONY: setup report test test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check \
+.PHONY: setup report test test-durations test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check \
 	wheelhouse offline-setup
 
 # The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
@@ -49,13 +49,22 @@ report: $(RUNTIME)
 	$(BIN)/python scripts/recover.py
 	$(BIN)/snakemake --cores 1 $(if $(CONFIG),--configfile $(CONFIG)) $(SNAKEMAKE_ARGS)
 
-# The fast suite: unit tests and one end-to-end run of a tiny matrix.
+# The fast suite: unit tests and one end-to-end run of a tiny matrix. Then, outside the
+# timed tests, its speed guard: a test without the `slow` mark that took more than the
+# limit of tests/speed_guard.py (8 s of its own; a shared session-scoped run 90 s) fails
+# `make test`: mark it slow (make test-slow) or let it share one session-scoped run.
+DURATIONS ?= .test-durations.json
 test: $(DEV)
-	$(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow and not cluster" --durations-file $(DURATIONS) $(PYTEST_ARGS)
+	$(BIN)/python tests/speed_guard.py $(DURATIONS)
+
+# The speed guard again over the last `make test`'s durations.
+test-durations:
+	$(BIN)/python tests/speed_guard.py $(DURATIONS)
 
 # The fast suite again with oneDNN capped at AVX2 (no AVX-512, no bf16 instructions), as
 # on a CPU without them: a cell or test that needs a kernel this lacks must become
-# `unavailable` or skip with the reason (trainbench.run.cpu_features), never crash.
+# `unavailable` or skip with the reason (trainbench.measure.cpu_features), never crash.
 test-isa: $(DEV)
 	ONEDNN_MAX_CPU_ISA=AVX2 $(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
 

@@ -1,4 +1,4 @@
-"""Cost of the numerical canary (trainbench.run.canary) that every cell runs before training.
+"""Cost of the numerical canary (trainbench.measure.canary) that every cell runs before training.
 
     .venv/bin/python benchmarks/canary_cost.py                  # the best available device
     .venv/bin/python benchmarks/canary_cost.py --device cpu --autocast bf16 --repeats 20
@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import torch  # noqa: E402
-from trainbench.run.canary import run_canary  # noqa: E402
-from trainbench.run.context import RunContext  # noqa: E402
-from trainbench.run.devices import get_device  # noqa: E402
-from trainbench.run.environment import host_facts  # noqa: E402
+from trainbench.launch.environment import host_facts  # noqa: E402
+from trainbench.measure.canary import run_canary  # noqa: E402
+from trainbench.measure.context import RunContext  # noqa: E402
+from trainbench.measure.devices import get_device  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

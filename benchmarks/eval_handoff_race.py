@@ -66,9 +66,9 @@ def mechanism(tries: int) -> list[dict]:
 
 def reference(passes: int) -> dict:
     from torch import nn
-    from trainbench.run import eval_parity
-    from trainbench.run.context import RunContext
-    from trainbench.run.data import BatchTensorDataset, make_loader
+    from trainbench.measure import eval_parity
+    from trainbench.measure.context import RunContext
+    from trainbench.measure.data import BatchTensorDataset, make_loader
     from trainbench.workloads.common import to_device
 
     torch.manual_seed(0)
@@ -91,17 +91,16 @@ def reference(passes: int) -> dict:
             torch.cuda._sleep(SPIN_CYCLES)
             yield batch
 
-    def loop(batches):
+    def over(batches):
         ctx = RunContext(spec={}, device=None, torch_device=torch.device("cuda"), amp=None,
                          settings_in_force={})  # fmt: skip
-        parts = SimpleNamespace(model=model, eval_loader=batches, evaluate=evaluate)
-        return SimpleNamespace(parts=parts, ctx=ctx, device=torch.device("cuda"))
+        return SimpleNamespace(model=model, eval_loader=batches, evaluate=evaluate), ctx
 
     final = eval_parity.FinalEvaluation.take(model, {})
-    want = eval_parity.reference_evaluation(loop(host), final, torch.float64)["outputs"][0]
+    want = eval_parity.reference_evaluation(*over(host), final, torch.float64)["outputs"][0]
     wrong, worst = 0, 0.0
     for _ in range(passes):
-        got = eval_parity.reference_evaluation(loop(busy(staged)), final, torch.float64)
+        got = eval_parity.reference_evaluation(*over(busy(staged)), final, torch.float64)
         error = float((got["outputs"][0] - want).abs().max() / want.abs().max())
         wrong += error > 0
         worst = max(worst, error)

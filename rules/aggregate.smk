@@ -13,6 +13,7 @@ rule aggregate:
             "analysis/setups.py",
             "analysis/loss_tables.py",
             "analysis/quality_rows.py",
+            "common/vocabulary.py",
         ),
     output:
         runs=f"{RESULTS}/tables/runs.csv",
@@ -53,7 +54,8 @@ rule statistics:
             "analysis/stats",
             "analysis/tables.py",
             "analysis/published.py",
-            "run/precision.py",
+            "common/precision_classes.py",
+            "common/vocabulary.py",
             "config/targets.py",
         ),
     output:

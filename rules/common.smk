@@ -323,7 +323,7 @@ def included_records():
     return found
 
 
-# -- float64 references (parity's yardstick; trainbench.run.reference) ---------------------
+# -- float64 references (parity's yardstick; trainbench.launch.reference) ------------------
 
 
 def baseline_device(workload):
@@ -378,7 +378,7 @@ def reference_inputs(wildcards):
 
 
 def reference_run_spec(wildcards):
-    from trainbench.run.reference import reference_spec
+    from trainbench.launch.reference import reference_spec
 
     cell = tbconfig.Cell(
         wildcards.workload,

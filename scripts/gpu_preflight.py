@@ -55,8 +55,8 @@ def step_series(workload: str, batch_size: int, steps: int, settings: dict) -> d
     """The harness's own loop on CUDA, the steady state left to the run's protocol."""
     from trainbench import config as tbconfig
     from trainbench import workloads
-    from trainbench.run.context import make_context
-    from trainbench.run.dispatch import run_workload
+    from trainbench.launch.dispatch import run_workload
+    from trainbench.measure.context import make_context
 
     config = {
         "seed": 0,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from trainbench.run.recover import main  # noqa: E402
+from trainbench.launch.recover import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,8 +5,8 @@ import sys
 # This checkout's trainbench first (Snakemake appends the script folder last).
 sys.path.insert(0, snakemake.scriptdir)
 from trainbench.config import launcher_settings  # noqa: E402
-from trainbench.run.child_process import CellInterrupted  # noqa: E402
-from trainbench.run.launcher import run_cell  # noqa: E402
+from trainbench.launch.child_process import CellInterrupted  # noqa: E402
+from trainbench.launch.launcher import run_cell  # noqa: E402
 
 spec = dict(snakemake.params.spec)
 spec["launcher"] = launcher_settings(snakemake.config, snakemake.wildcards.workload)

@@ -15,7 +15,7 @@ if str(SCRIPTS) not in sys.path:  # the package is installed editable; this is a
 
 # Tiny modules of each kernel kind a test may need under CPU autocast; the marker
 # ``@pytest.mark.cpu_autocast("bfloat16", "LSTM")`` probes them with the workloads'
-# own detection (trainbench.run.cpu_features) and skips with its one-line reason.
+# own detection (trainbench.measure.cpu_features) and skips with its one-line reason.
 _PROBE_MODULES = {
     "LSTM": lambda nn: nn.LSTM(8, 8, batch_first=True),
     "GRU": lambda nn: nn.GRU(8, 8, batch_first=True),
@@ -25,18 +25,31 @@ _PROBE_MODULES = {
 }
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--durations-file",
+        default=None,
+        help="write every test's own seconds and the shared fixtures' to this JSON file "
+        "(checked by `python tests/speed_guard.py FILE`, which `make test` runs)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cpu_autocast(dtype, *kernels): needs these kernels under CPU autocast in dtype; "
         "skips with the reason where this CPU (or ONEDNN_MAX_CPU_ISA) cannot run them",
     )
+    from speed_guard import SpeedGuard
+
+    path = config.getoption("--durations-file")
+    config.pluginmanager.register(SpeedGuard(Path(path) if path else None), "speed_guard")
 
 
 def cpu_autocast_skip_reason(dtype: str, kernels: tuple[str, ...]) -> str | None:
     """Why this CPU cannot run ``kernels`` under CPU autocast in ``dtype``, or None."""
     from torch import nn
-    from trainbench.run.cpu_features import autocast_unavailable
+    from trainbench.measure.cpu_features import autocast_unavailable
 
     model = nn.ModuleList([_PROBE_MODULES[k](nn) for k in kernels])
     return autocast_unavailable(model, dtype)

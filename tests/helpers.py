@@ -134,15 +134,15 @@ def executed_rules(output: str) -> list[str]:
 
 def _is_cell(proc: psutil.Process) -> bool:
     cmdline = " ".join(proc.cmdline())
-    if "trainbench.run.child" in cmdline:
+    if "trainbench.launch.child" in cmdline:
         return True
-    return "trainbench.run.fork_server" in cmdline and any(
+    return "trainbench.launch.fork_server" in cmdline and any(
         "/.attempt-" in f.path for f in proc.open_files()
     )
 
 
 def cells_here(workflow: Path) -> list[psutil.Process]:
-    """The cell processes running in ``workflow``: spawned (``-m trainbench.run.child``) or
+    """The cell processes running in ``workflow``: spawned (``-m trainbench.launch.child``) or
     forked from the run's fork server (its command line, holding an attempt's files)."""
     found = []
     for proc in psutil.process_iter():

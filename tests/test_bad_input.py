@@ -444,7 +444,7 @@ def test_any_value_at_any_key_is_refused_as_a_config_error_or_accepted(monkeypat
     assert raised == []
 
 
-# -- an own model that breaks the TrainingParts contract (trainbench.run.parts_contract) ---
+# -- an own model that breaks the TrainingParts contract (trainbench.measure.parts_contract) ---
 
 OWN_MODEL = """
 import torch
@@ -512,6 +512,7 @@ BROKEN = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", list(BROKEN))
 def test_an_own_model_that_breaks_the_contract_fails_under_a_named_class(tmp_path, broken):
     """Each broken part gives a failed record of a named class (bad_input, build_failed)
@@ -519,7 +520,7 @@ def test_an_own_model_that_breaks_the_contract_fails_under_a_named_class(tmp_pat
     `unknown`, never an ok record); the user's own traceback stays in the cell's log."""
     from helpers import tiny_config
     from trainbench import config as tbconfig
-    from trainbench.run.launcher import run_cell
+    from trainbench.launch.launcher import run_cell
 
     (tmp_path / "own").mkdir()
     (tmp_path / "own" / "broken_model.py").write_text(OWN_MODEL)

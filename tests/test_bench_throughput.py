@@ -231,6 +231,7 @@ def test_a_tiny_suite_runs_every_runner_on_the_cpu(tmp_path):
     assert summary[("image_cnn", "interleaved", "bare-aa")]["over_bare"] > 0
 
 
+@pytest.mark.slow
 def test_the_step_overhead_profile_sees_only_the_timed_steps(tmp_path):
     """benchmarks/step_overhead.py's logic on a tiny CNN: the harness-only functions are
     those its timed steps call (never the trackers' edge work, such as psutil's /proc

@@ -1,4 +1,4 @@
-"""The numerical canary (trainbench.run.canary): passes on an honest CPU, fails naming the
+"""The numerical canary (trainbench.measure.canary): passes on an honest CPU, fails naming the
 op when an op is wrong the way MPS has been wrong, records instead of raising, runs
 through the child into every cell's record, and its MPS path calls torch.mps only
 through the feature-detected device API."""
@@ -18,9 +18,9 @@ from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench.analysis import aggregate
 from trainbench.common.records import read_record
-from trainbench.run import canary
-from trainbench.run.devices import AmpPolicy, MpsDevice, get_device
-from trainbench.run.launcher import run_cell
+from trainbench.launch.launcher import run_cell
+from trainbench.measure import canary
+from trainbench.measure.devices import AmpPolicy, MpsDevice, get_device
 from trainbench.workloads import image_cnn
 
 CANARY_PY = Path(canary.__file__)
@@ -268,6 +268,7 @@ def cnn_data(tmp_path_factory) -> str:
     return str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["image_cnn", "matmul"])
 def test_every_cell_record_carries_its_canary(tmp_path, cnn_data, workload):
     cell = tbconfig.Cell(workload, "cpu", 32 if workload == "image_cnn" else 1, 0)

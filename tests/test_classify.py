@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from trainbench.run.classify import classify, find_silent_corruption, signal_name
-from trainbench.run.training import NonFiniteLossError
+from trainbench.launch.classify import classify, find_silent_corruption, signal_name
+from trainbench.measure.training import NonFiniteLossError
 
 
 def _mro(cls: type) -> list[str]:

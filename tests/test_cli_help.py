@@ -14,6 +14,18 @@ import pytest
 from helpers import REPO
 
 RULE_SCRIPT_MARKERS = ("snakemake.input", "snakemake.output", "snakemake.params", "snakemake.log")
+# Commands whose imports (torch) take seconds before their help: make test-slow. The
+# fast suite's speed guard (tests/speed_guard.py) names any other that should be here.
+IMPORT_TORCH_FIRST = {
+    "benchmarks/canary_cost.py",
+    "benchmarks/conv_precision.py",
+    "benchmarks/eval_handoff_race.py",
+    "benchmarks/false_alarm.py",
+    "benchmarks/parity_power.py",
+    "benchmarks/step_overhead.py",
+    "benchmarks/throughput.py",
+    "tests/data/steady/record.py",
+}
 
 
 def commands() -> list[Path]:
@@ -31,7 +43,24 @@ def test_the_commands_are_found():
     assert "run_cell.py" not in names  # a rule script
 
 
-@pytest.mark.parametrize("script", commands(), ids=lambda p: p.relative_to(REPO).as_posix())
+def _params() -> list:
+    return [
+        pytest.param(
+            f,
+            id=f.relative_to(REPO).as_posix(),
+            marks=[pytest.mark.slow]
+            if f.relative_to(REPO).as_posix() in IMPORT_TORCH_FIRST
+            else [],
+        )
+        for f in commands()
+    ]
+
+
+def test_the_slow_commands_are_commands():
+    assert {f.relative_to(REPO).as_posix() for f in commands()} >= IMPORT_TORCH_FIRST
+
+
+@pytest.mark.parametrize("script", _params())
 def test_help_prints_usage_and_acts_on_nothing(script: Path, tmp_path: Path):
     before = set(tmp_path.iterdir())
     proc = subprocess.run(

@@ -15,7 +15,7 @@ from conftest import small_config
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench.common.records import read_record
-from trainbench.run.launcher import run_cell
+from trainbench.launch.launcher import run_cell
 from trainbench.workloads import clip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -287,6 +287,7 @@ def test_full_scale_config_reproduces_the_seed_parameter_count():
 # ----------------------------------------------------------------------------- launcher
 
 
+@pytest.mark.slow
 def test_tiny_cpu_run_through_the_launcher(tmp_path):
     wl = {
         "batch_sizes": [32],

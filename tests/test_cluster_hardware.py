@@ -14,7 +14,7 @@ from trainbench.analysis import aggregate, hardware
 from trainbench.analysis.stats import speedup_table
 from trainbench.analysis.stats.frames import choose_baselines, prepare_runs
 from trainbench.common.records import write_record
-from trainbench.run import environment
+from trainbench.launch import environment
 
 XEON = "Intel(R) Xeon(R) Platinum 8480+ @ 2.00GHz"
 EPYC = "AMD EPYC 7763 64-Core Processor"

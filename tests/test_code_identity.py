@@ -51,11 +51,12 @@ def test_a_copy_without_git_is_named_by_version_and_source(tmp_path):
     # The same code gives the same fingerprint; one changed byte, another.
     again = _archive(tmp_path / "again")
     assert source_fingerprint(again) == code["source_sha256"]
-    module = again / "scripts" / "trainbench" / "run" / "steady.py"
+    module = again / "scripts" / "trainbench" / "measure" / "steady.py"
     module.write_text(module.read_text() + "\n")
     assert source_fingerprint(again) != code["source_sha256"]
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_a_report_made_from_a_git_archive_copy_names_its_code(tmp_path):
     """The offline path's case: the workflow run in a ``git archive`` copy (no .git, no

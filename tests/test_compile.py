@@ -10,10 +10,10 @@ import torch
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench import workloads
-from trainbench.run import training
-from trainbench.run.classify import classify
-from trainbench.run.context import make_context
-from trainbench.run.training import CompileFailedError, run_training
+from trainbench.launch.classify import classify
+from trainbench.measure import training
+from trainbench.measure.context import make_context
+from trainbench.measure.training import CompileFailedError, run_training
 
 
 def validated(**workload_overrides) -> dict:
@@ -108,6 +108,7 @@ def cnn_cell(tmp_path):
     return make
 
 
+@pytest.mark.slow
 def test_compiled_cell_compiles_the_step_in_warmup_and_evaluates_eager(cnn_cell, monkeypatch):
     calls = []
     compile_step = training.compile_step
@@ -151,6 +152,7 @@ def _with_backend(original, backend):
     return compile_with
 
 
+@pytest.mark.slow
 def test_eager_cell_records_no_compile(cnn_cell):
     ctx = make_context(cnn_cell("cpu"))
     result = run_training(workloads.get("image_cnn").build_parts(ctx), ctx)
@@ -177,7 +179,7 @@ def test_a_compile_error_fails_the_cell_as_compile_failed(cnn_cell, monkeypatch)
 
 
 def test_injected_compile_fault_raises_dynamos_own_error():
-    from trainbench.run.faults import inject
+    from trainbench.measure.faults import inject
 
     with pytest.raises(Exception) as err:
         inject("compile_failed")

@@ -14,8 +14,8 @@ import pytest
 import torch
 from conftest import SCRIPTS, small_config
 from trainbench import config as tbconfig
-from trainbench.run import cpu_features as cf
-from trainbench.run import environment
+from trainbench.launch import environment
+from trainbench.measure import cpu_features as cf
 
 ONEDNN_LSTM = (
     "could not create a primitive descriptor for the LSTM forward propagation primitive. "
@@ -140,7 +140,7 @@ def test_onednn_capped_at_avx2_cannot_run_a_bf16_lstm():
         f"""
         import sys; sys.path.insert(0, {str(SCRIPTS)!r})
         import torch
-        from trainbench.run.cpu_features import autocast_unavailable
+        from trainbench.measure.cpu_features import autocast_unavailable
         print(autocast_unavailable(torch.nn.Linear(8, 8), "bfloat16"))
         print(autocast_unavailable(torch.nn.LSTM(8, 8), "bfloat16"))
         """
@@ -157,7 +157,7 @@ def test_onednn_capped_at_avx2_cannot_run_a_bf16_lstm():
 def test_a_cell_whose_kernel_fails_is_unavailable_not_a_crash(tmp_path, monkeypatch):
     """The child's outcome for a CPU autocast cell whose kernel probe fails: status
     unavailable, the probe's line as the reason, the ISA in the device facts."""
-    from trainbench.run import child
+    from trainbench.launch import child
 
     config = small_config()
     config["device_settings"] = {"cpu": {"threads": 1, "autocast": "bf16"}}

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from trainbench.run import devices
-from trainbench.run.data import BatchTensorDataset, DeviceStagedLoader, make_loader
+from trainbench.measure import devices
+from trainbench.measure.data import BatchTensorDataset, DeviceStagedLoader, make_loader
 
 
 def dataset(n: int = 50) -> BatchTensorDataset:

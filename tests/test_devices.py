@@ -6,8 +6,8 @@ import types
 
 import pytest
 import torch
-import trainbench.run.devices as devices
-from trainbench.run.devices import CpuDevice, CudaDevice, MpsDevice, get_device
+import trainbench.measure.devices as devices
+from trainbench.measure.devices import CpuDevice, CudaDevice, MpsDevice, get_device
 
 # ----------------------------------------------------------------------------- CPU
 

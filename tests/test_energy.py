@@ -18,11 +18,11 @@ from trainbench.analysis.aggregate import RUN_COLUMNS, run_row
 from trainbench.analysis.figures import FIGURES
 from trainbench.analysis.stats import COLUMNS, PUBLISHED_TABLES, publish
 from trainbench.analysis.stats.energy import energy_table
-from trainbench.run.devices import CpuDevice
-from trainbench.run.trackers import EVAL, TRAIN, EnergyTracker, TimedRegion
-from trainbench.run.trackers import energy as en
-from trainbench.run.trackers import energy_counters as counters
-from trainbench.run.training import run_training
+from trainbench.measure.devices import CpuDevice
+from trainbench.measure.trackers import EVAL, TRAIN, EnergyTracker, TimedRegion
+from trainbench.measure.trackers import energy as en
+from trainbench.measure.trackers import energy_counters as counters
+from trainbench.measure.training import run_training
 
 
 class Clock:

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from trainbench.common import eval_envelope as rule
 from trainbench.common.precision_classes import UNIT_ROUNDOFF, precision_of
-from trainbench.run import eval_parity
-from trainbench.run.canary import relative_error
-from trainbench.run.eval_outputs import compare_outputs, corrupt_outputs, relative_rmse
+from trainbench.measure import eval_parity
+from trainbench.measure.canary import relative_error
+from trainbench.measure.eval_outputs import compare_outputs, corrupt_outputs, relative_rmse
 
 U32 = UNIT_ROUNDOFF["float32"]
 
@@ -173,35 +173,34 @@ class Encoder(nn.Module):
         self.body = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
 
 
-def loop_on(device_type: str, model: nn.Module, settings: dict, amp: str | None = None):
+def on(device_type: str, model: nn.Module, settings: dict, amp: str | None = None):
+    """(model, context) of a cell on ``device_type``: what evaluation_precision reads."""
     ctx = SimpleNamespace(amp=SimpleNamespace(enabled=amp is not None, dtype=amp),
-                          settings_in_force=settings)  # fmt: skip
-    return SimpleNamespace(ctx=ctx, parts=SimpleNamespace(model=model),
-                           device=SimpleNamespace(type=device_type))  # fmt: skip
+                          settings_in_force=settings,
+                          torch_device=SimpleNamespace(type=device_type))  # fmt: skip
+    return model, ctx
 
 
 def test_the_evaluation_class_names_what_ran():
     off = {"tf32_matmul": False, "tf32_cudnn": False, "float32_matmul_precision": "highest"}
     linear = nn.Linear(4, 4)
-    assert eval_parity.evaluation_precision(loop_on("cuda", linear, off)) == (
+    assert eval_parity.evaluation_precision(*on("cuda", linear, off)) == (
         "float32",
         ["float32"],
     )
-    found = eval_parity.evaluation_precision(loop_on("cuda", linear, {**off, "tf32_cudnn": True}))
+    found = eval_parity.evaluation_precision(*on("cuda", linear, {**off, "tf32_cudnn": True}))
     assert found == ("tf32", ["TF32 allowed for cuDNN convolutions and RNNs"])
-    assert (
-        eval_parity.evaluation_precision(loop_on("cuda", linear, off, "bfloat16"))[0] == "bfloat16"
-    )
-    half = eval_parity.evaluation_precision(loop_on("cuda", nn.Linear(4, 4).half(), off))
+    assert eval_parity.evaluation_precision(*on("cuda", linear, off, "bfloat16"))[0] == "bfloat16"
+    half = eval_parity.evaluation_precision(*on("cuda", nn.Linear(4, 4).half(), off))
     assert half == ("float16", ["the model's parameters are float16", "float32"])
 
 
 def test_the_attention_fast_path_on_cuda_is_tf32_with_the_finding(monkeypatch):
     off = {"tf32_matmul": False, "tf32_cudnn": False, "tf32_override": "0"}
-    precision, reasons = eval_parity.evaluation_precision(loop_on("cuda", Encoder(), off))
+    precision, reasons = eval_parity.evaluation_precision(*on("cuda", Encoder(), off))
     assert precision == "tf32" and reasons[0] == eval_parity.FAST_PATH
     assert "NVIDIA_TF32_OVERRIDE=0" in reasons[1]
-    assert eval_parity.evaluation_precision(loop_on("cpu", Encoder(), {}))[0] == "float32"
+    assert eval_parity.evaluation_precision(*on("cpu", Encoder(), {}))[0] == "float32"
     if hasattr(torch.backends.mha, "set_fastpath_enabled"):
         monkeypatch.setattr(torch.backends.mha, "get_fastpath_enabled", lambda: False)
-        assert eval_parity.evaluation_precision(loop_on("cuda", Encoder(), off))[0] == "float32"
+        assert eval_parity.evaluation_precision(*on("cuda", Encoder(), off))[0] == "float32"

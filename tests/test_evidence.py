@@ -32,12 +32,12 @@ REPO = Path(__file__).resolve().parents[1]
 def test_measurement_code_is_what_runs_in_a_cell_not_what_reads_records():
     files = measurement_files(REPO)
     for measuring in (
-        "scripts/trainbench/run/training.py",
-        "scripts/trainbench/run/steady.py",
-        "scripts/trainbench/run/trackers/energy.py",
+        "scripts/trainbench/measure/training.py",
+        "scripts/trainbench/measure/steady.py",
+        "scripts/trainbench/measure/trackers/energy.py",
         "scripts/trainbench/workloads/image_cnn.py",
         "scripts/trainbench/workloads/textdata/proposals.py",
-        "scripts/trainbench/run/reference.py",
+        "scripts/trainbench/launch/reference.py",
         "scripts/run_cell.py",
         "rules/run.smk",
     ):
@@ -54,6 +54,7 @@ def test_measurement_code_is_what_runs_in_a_cell_not_what_reads_records():
         assert analysis not in files, analysis
 
 
+@pytest.mark.slow
 def test_every_module_a_cell_imports_is_measurement_code():
     """A new module a cell imports counts as measurement code without anyone listing it."""
     import subprocess
@@ -61,7 +62,7 @@ def test_every_module_a_cell_imports_is_measurement_code():
 
     probe = (
         "import sys; sys.path.insert(0, 'scripts');"
-        "import trainbench.run.child, trainbench.run.launcher, trainbench.run.reference, trainbench.workloads;"
+        "import trainbench.launch.child, trainbench.launch.launcher, trainbench.launch.reference, trainbench.workloads;"
         "from trainbench.workloads import WORKLOADS, get;"
         "[get(w) for w in WORKLOADS];"
         "print('\\n'.join(m.__file__ for n, m in sys.modules.items()"
@@ -90,7 +91,7 @@ def _code(rel: str, value: int = 1) -> str:
 def _fake_root(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     for rel in (
-        "scripts/trainbench/run/training.py",
+        "scripts/trainbench/measure/training.py",
         "scripts/trainbench/analysis/stats/parity.py",
     ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -114,17 +115,17 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
     assert stale_files(folder, root) == []
     (root / "scripts/trainbench/analysis/stats/parity.py").write_text("PARITY = 2\n")
     assert stale_files(folder, root) == []  # analysis is rendered again, never stale
-    (root / "scripts/trainbench/run/training.py").write_text(
+    (root / "scripts/trainbench/measure/training.py").write_text(
         "# only a comment changed\nTRAINING = 1\n"
     )
     assert stale_files(folder, root) == []  # comments, docstrings and moves are not behaviour
-    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py", 2))
-    (root / "scripts/trainbench/run/steady.py").write_text(_code("steady.py"))
+    (root / "scripts/trainbench/measure/training.py").write_text(_code("training.py", 2))
+    (root / "scripts/trainbench/measure/steady.py").write_text(_code("steady.py"))
     assert stale_files(folder, root) == ["code STEADY", "code TRAINING"]
     # the config counts as it resolves: another comment or a workload the run did not
     # run changes nothing; a setting of one it ran does
-    (root / "scripts/trainbench/run/steady.py").unlink()
-    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py"))
+    (root / "scripts/trainbench/measure/steady.py").unlink()
+    (root / "scripts/trainbench/measure/training.py").write_text(_code("training.py"))
     (root / "configs/gpu-x.yaml").write_text("# same\n" + RUN_CONFIG)
     assert stale_files(folder, root) == []
     (root / "configs/gpu-x.yaml").write_text(RUN_CONFIG + "batch_sizes: [8, 32]\n")
@@ -135,7 +136,7 @@ def test_stale_files_lists_changed_removed_and_added_measurement_code(tmp_path):
 
 def test_evidence_depends_only_on_the_workloads_it_ran(tmp_path):
     root = tmp_path / "root"
-    for rel in ("scripts/trainbench/run/training.py", "scripts/trainbench/workloads/image_cnn.py",
+    for rel in ("scripts/trainbench/measure/training.py", "scripts/trainbench/workloads/image_cnn.py",
                 "scripts/trainbench/workloads/text_multilabel.py",
                 "scripts/trainbench/workloads/textdata/proposals.py"):  # fmt: skip
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +159,7 @@ def test_evidence_depends_only_on_the_workloads_it_ran(tmp_path):
     (root / "config.yaml").write_text(BASE_CONFIG.replace("{batch_sizes: [8]}", text_lr))
     assert stale_files(folder, root) == []
     (root / "scripts/trainbench/workloads/image_cnn.py").write_text(_code("image_cnn.py", 2))
-    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py", 2))
+    (root / "scripts/trainbench/measure/training.py").write_text(_code("training.py", 2))
     assert stale_files(folder, root) == ["code IMAGE_CNN", "code TRAINING"]
     # evidence made without the list depends on every workload's code
     everything = write_evidence(root / "docs" / "measured" / "all", root, Made(
@@ -171,7 +172,7 @@ def test_the_readme_check_fails_until_the_readme_names_the_changed_code(tmp_path
     readme = root / "README.md"
     readme.write_text(f"intro\n{readme_block(root)}\nend\n")
     assert check_readme(root, readme) == 0
-    (root / "scripts/trainbench/run/training.py").write_text(_code("training.py", 2))
+    (root / "scripts/trainbench/measure/training.py").write_text(_code("training.py", 2))
     assert check_readme(root, readme) == 1
     assert "measure again" in capsys.readouterr().err
     assert "`code TRAINING`" in readme_block(root)
@@ -222,7 +223,7 @@ def test_a_collected_run_renders_again_from_its_records_alone(tmp_path):
 
 
 def test_a_declared_commit_wins_over_a_stale_git_beside_the_tree(tmp_path, monkeypatch):
-    from trainbench.run.environment import git_commit
+    from trainbench.launch.environment import git_commit
 
     def git(*args):
         return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,

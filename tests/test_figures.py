@@ -361,6 +361,7 @@ def test_figure_renders_valid_byte_stable_png(tables, first_renders, tmp_path, n
     assert sorted(p.name for p in first.parent.iterdir()) == [f"{name}.png"], "temp file left"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_families_drawn_side_by_side_give_the_same_bytes(tables, first_renders, tmp_path, workers):
     """draw_figures (the figures job): every family in forked processes, each the bytes
@@ -382,6 +383,7 @@ def test_a_family_that_fails_in_a_forked_process_fails_the_job(tables, tmp_path)
         draw_figures(tables, {"nope": tmp_path / "x.png"}, workers=2)
 
 
+@pytest.mark.slow
 def test_tables_read_back_from_csv_give_the_same_figures(tables, first_renders, tmp_path):
     """CSV round trip (bools as "True"/"False", ints as floats): the same bytes."""
     read = {}

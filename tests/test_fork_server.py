@@ -1,4 +1,4 @@
-"""The pre-imported fork server (trainbench.run.fork_server): what decides which server a
+"""The pre-imported fork server (trainbench.launch.fork_server): what decides which server a
 cell's child comes from, and that a server lives only as long as its owner. Crash
 isolation on the fork path: tests/test_launcher.py runs every fault on both paths."""
 
@@ -10,8 +10,9 @@ import sys
 
 import psutil
 import pytest
-from trainbench.run import fork_client, fork_server
-from trainbench.run.launcher import child_environment, preload_modules, start_method
+from trainbench.launch import fork_client, fork_server
+from trainbench.launch.environment import child_environment
+from trainbench.launch.launcher import preload_modules, start_method
 
 
 def test_a_per_attempt_variable_shares_the_server_and_any_other_does_not():
@@ -24,16 +25,16 @@ def test_a_per_attempt_variable_shares_the_server_and_any_other_does_not():
 
 def test_auto_forks_only_under_a_local_snakemake_run_on_linux(monkeypatch):
     spec = {"launcher": {"start_method": "auto"}}
-    monkeypatch.setattr("trainbench.run.launcher._snakemake_run", lambda: None)
+    monkeypatch.setattr("trainbench.launch.launcher._snakemake_run", lambda: None)
     assert start_method(spec)[0] == "spawn"
     run = {"pid": os.getpid(), "started": psutil.Process().create_time()}
-    monkeypatch.setattr("trainbench.run.launcher._snakemake_run", lambda: run)
+    monkeypatch.setattr("trainbench.launch.launcher._snakemake_run", lambda: run)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     expected = "fork_server" if sys.platform.startswith("linux") else "spawn"
     assert start_method(spec)[:2] == (expected, run if expected == "fork_server" else None)
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     assert start_method(spec)[0] == "spawn"
-    monkeypatch.setattr("trainbench.run.launcher.sys.platform", "darwin")
+    monkeypatch.setattr("trainbench.launch.launcher.sys.platform", "darwin")
     assert start_method({"launcher": {"start_method": "fork_server"}})[0] == "spawn"
     assert start_method({"launcher": {"start_method": "spawn"}})[0] == "spawn"
 

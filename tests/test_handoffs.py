@@ -21,9 +21,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 from torch import nn
-from trainbench.run import eval_parity
-from trainbench.run.context import RunContext
-from trainbench.run.data import copy_to, to_device
+from trainbench.measure import eval_parity
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import copy_to, to_device
 from trainbench.workloads import common
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts" / "trainbench"
@@ -93,12 +93,11 @@ torch.manual_seed(0)
 MODEL = Net().eval()
 
 
-def loop_over(batches) -> SimpleNamespace:
-    model = MODEL
+def over(batches) -> tuple[SimpleNamespace, RunContext]:
+    """(parts, context) of a CPU cell evaluating ``batches``: what the reference reads."""
     ctx = RunContext(spec={}, device=None, torch_device=torch.device("cpu"), amp=None,
                      settings_in_force={})  # fmt: skip
-    parts = SimpleNamespace(model=model, eval_loader=batches, evaluate=evaluate)
-    return SimpleNamespace(parts=parts, ctx=ctx, device=torch.device("cpu"))
+    return SimpleNamespace(model=MODEL, eval_loader=batches, evaluate=evaluate), ctx
 
 
 def test_the_float64_reference_reads_device_batches_only_after_they_arrived():
@@ -106,9 +105,9 @@ def test_the_float64_reference_reads_device_batches_only_after_they_arrived():
     host = [{"x": torch.randn(8, 6), "y": torch.randint(0, 3, (8,))} for _ in range(3)]
     on_device = [late(b) for b in host]
     final = eval_parity.FinalEvaluation.take(MODEL, {})
-    want = eval_parity.reference_evaluation(loop_over(host), final, torch.float64)
+    want = eval_parity.reference_evaluation(*over(host), final, torch.float64)
     batches = eval_parity.HostBatches(on_device, torch.float64)
-    got = eval_parity.reference_evaluation(loop_over(on_device), final, torch.float64, batches)
+    got = eval_parity.reference_evaluation(*over(on_device), final, torch.float64, batches)
     assert got["outputs"][0].dtype == torch.float64
     assert torch.equal(got["outputs"][0], want["outputs"][0])
     assert torch.equal(got["outputs"][1], want["outputs"][1])
@@ -123,11 +122,11 @@ def test_reference_batches_name_the_device_they_were_copied_from():
 
 
 def test_no_cell_code_copies_without_the_shared_helper():
-    """Every copy in the package that may be non-blocking goes through run/data.copy_to (which
+    """Every copy in the package that may be non-blocking goes through measure/data.copy_to (which
     never makes one to the host), so no workload can bring the race back."""
     found = []
     for path in SCRIPTS.rglob("*.py"):
-        if path.parts[-3:] == ("trainbench", "run", "data.py") or "bench" in path.parts[-2:-1]:
+        if path.parts[-3:] == ("trainbench", "measure", "data.py") or "bench" in path.parts[-2:-1]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             blocking = (
@@ -137,16 +136,14 @@ def test_no_cell_code_copies_without_the_shared_helper():
             )
             if isinstance(node, ast.keyword) and node.arg == "non_blocking" and not blocking:
                 found.append(f"{path.relative_to(SCRIPTS)}:{node.value.lineno}")
-    assert not found, f"copies with non_blocking outside run/data.py: {found}"
+    assert not found, f"copies with non_blocking outside measure/data.py: {found}"
 
 
 def test_the_record_names_what_the_devices_evaluation_read():
     staged = SimpleNamespace(on_device=True, device=torch.device("cpu"))
-    loop = SimpleNamespace(parts=SimpleNamespace(eval_loader=staged), device="cpu")
-    assert eval_parity.evaluation_data(loop) == "staged on cpu (gathered there)"
+    assert eval_parity.evaluation_data(staged, "cpu") == "staged on cpu (gathered there)"
     pinned = SimpleNamespace(pin_memory=True)
-    loop = SimpleNamespace(parts=SimpleNamespace(eval_loader=pinned), device="cuda")
-    assert eval_parity.evaluation_data(loop) == "host DataLoader (pinned memory)"
+    assert eval_parity.evaluation_data(pinned, "cuda") == "host DataLoader (pinned memory)"
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -159,7 +156,7 @@ def test_on_cuda_the_reference_over_staged_batches_behind_a_busy_stream_is_exact
     kernel) before each staged batch is handed over, so a non-blocking copy to the
     host would return long before its data arrives. The reference must still equal
     the one computed from the host's own batches, every time."""
-    from trainbench.run.data import BatchTensorDataset, make_loader
+    from trainbench.measure.data import BatchTensorDataset, make_loader
 
     torch.manual_seed(2)
     dataset = BatchTensorDataset(x=torch.randn(2048, 6), y=torch.randint(0, 3, (2048,)))
@@ -173,10 +170,10 @@ def test_on_cuda_the_reference_over_staged_batches_behind_a_busy_stream_is_exact
 
     host = [dataset[list(range(i, min(i + 512, 2048)))] for i in range(0, 2048, 512)]
     final = eval_parity.FinalEvaluation.take(MODEL, {})
-    want = eval_parity.reference_evaluation(loop_over(host), final, torch.float64)
+    want = eval_parity.reference_evaluation(*over(host), final, torch.float64)
     for _ in range(5):
         batches = eval_parity.HostBatches(busy(staged), torch.float64)
-        got = eval_parity.reference_evaluation(loop_over([]), final, torch.float64, batches)
+        got = eval_parity.reference_evaluation(*over([]), final, torch.float64, batches)
         assert batches.sources == {"cuda"}
         assert torch.equal(got["outputs"][0], want["outputs"][0])
         assert torch.equal(got["outputs"][1], want["outputs"][1])
@@ -194,7 +191,7 @@ def test_on_cuda_prefetched_batches_arrive_before_the_step_reads_them():
     """The prefetch stream's handoff: each batch copied on the side stream, the compute
     stream kept busy while it is, must equal the host's batch when the step reads it."""
     from torch.utils.data import DataLoader
-    from trainbench.run.data import BatchTensorDataset, make_loader, staged_batches
+    from trainbench.measure.data import BatchTensorDataset, make_loader, staged_batches
 
     torch.manual_seed(3)
     dataset = BatchTensorDataset(x=torch.randn(4096, 64), y=torch.randint(0, 9, (4096,)))

@@ -1,7 +1,7 @@
 """The launcher with real child processes: real exceptions, real signals, a real hang.
 
 Each test builds a cell spec from a validated tiny config, runs
-``trainbench.run.launcher.run_cell`` (which starts ``python -m trainbench.run.child``),
+``trainbench.launch.launcher.run_cell`` (which starts ``python -m trainbench.launch.child``),
 and checks the record it wrote. Faults that fire at the start of a workload run
 on the matmul cell (no data, no training); the two faults that live in the
 training loop (nan_loss, silent_corruption) run on the tiny image_cnn cell.
@@ -16,7 +16,7 @@ import pytest
 from helpers import FAULTS_ENV, backend_available, tiny_config
 from trainbench import config as tbconfig
 from trainbench.common.records import read_record
-from trainbench.run.launcher import run_cell
+from trainbench.launch.launcher import run_cell
 from trainbench.workloads import image_cnn
 
 MATMUL_CPU = tbconfig.Cell("matmul", "cpu", 1, 0)
@@ -87,7 +87,7 @@ FAULT_CASES = {
 }
 
 
-# Both ways a child starts (trainbench.run.fork_server): each attempt its own process.
+# Both ways a child starts (trainbench.launch.fork_server): each attempt its own process.
 START_METHODS = ["spawn", "fork_server"]
 
 
@@ -349,6 +349,7 @@ def test_device_env_reaches_the_child(tmp_path, monkeypatch):
     assert all(row["gflops"] > 0 for row in record["result"]["sizes"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(backend_available("cuda"), reason="a CUDA device is visible here")
 def test_cuda_cell_is_unavailable_with_a_reason(tmp_path):
     record, _ = launch(tmp_path, make_spec(tiny_config(), tbconfig.Cell("matmul", "cuda", 1, 0)))
@@ -359,3 +360,38 @@ def test_cuda_cell_is_unavailable_with_a_reason(tmp_path):
     assert record["result"] is None and record["error"] is None
     assert len(record["attempts"]) == 1
     assert record["environment"]["torch_version"]
+
+
+def test_the_cells_environment_is_computed_once_and_handed_on(tmp_path, monkeypatch):
+    """run_cell computes the child's environment once; the memo, every attempt (two
+    here: the first fails with a retried class) and the record get that one."""
+    from trainbench.launch import environment, launcher
+
+    calls: list[dict] = []
+    real = environment.child_environment
+
+    def counted(spec: dict) -> tuple[dict, dict]:
+        calls.append(spec)
+        return real(spec)
+
+    seen: list[dict] = []
+
+    def fake_child(spec, attempt, folder, lock=None, *, environment):
+        seen.append(environment.variables)
+        ok = attempt == 2
+        return launcher.ChildRun(
+            returncode=0 if ok else -9, timed_out=False, peak_rss_bytes=None, started=0.0,
+            duration=0.1, stdout="", stderr="", marks={}, start={"method": "spawn"},
+            result={"status": "ok", "result": {"kind": "microbenchmark"}} if ok else None,
+        )  # fmt: skip
+
+    monkeypatch.setattr(environment, "child_environment", counted)
+    monkeypatch.setattr(launcher, "run_child", fake_child)
+    config = tiny_config()
+    config["device_settings"]["cpu"]["env"] = {"TRAINBENCH_PROBE": "1"}
+    config["launcher"].update(max_attempts=2, retry_on=["signal"])
+    record, _ = launch(tmp_path, make_spec(config, MATMUL_CPU))
+    assert len(calls) == 1 and len(seen) == 2
+    assert all(env["TRAINBENCH_PROBE"] == "1" for env in seen)
+    assert [a["status"] for a in record["attempts"]] == ["failed", "ok"]
+    assert record["environment"]["env_overrides"] == {"TRAINBENCH_PROBE": "1"}

@@ -15,15 +15,15 @@ import pytest
 import torch
 from torch import nn
 from trainbench.analysis.aggregate import run_row
-from trainbench.run.context import RunContext
-from trainbench.run.devices import AmpPolicy, CpuDevice
-from trainbench.run.measurement import (
+from trainbench.measure.context import RunContext
+from trainbench.measure.devices import AmpPolicy, CpuDevice
+from trainbench.measure.measurement import (
     TimingProtocol,
     epoch_windows,
     eval_window,
     measurement_window,
 )
-from trainbench.run.steady import (
+from trainbench.measure.steady import (
     FLAT,
     NO_STEADY_STATE,
     SLOWDOWN,
@@ -31,9 +31,9 @@ from trainbench.run.steady import (
     detect_steady_state,
     tukey_outliers,
 )
-from trainbench.run.trackers import HostActivity
-from trainbench.run.trackers.host import own_cpu_seconds
-from trainbench.run.training import TrainingParts, run_training
+from trainbench.measure.trackers import HostActivity
+from trainbench.measure.trackers.host import own_cpu_seconds
+from trainbench.measure.training import TrainingParts, run_training
 
 RNG = np.random.default_rng(7)
 
@@ -266,7 +266,7 @@ def test_host_activity_counts_this_process_and_its_children_as_its_own():
 
 
 def test_a_schedule_that_changes_the_work_holds_the_window_to_its_last_phase():
-    from trainbench.run.measurement import window_phase
+    from trainbench.measure.measurement import window_phase
 
     assert window_phase(None, 10) is None
     assert window_phase(["in-batch", "in-batch"], 10) is None  # the same work throughout
@@ -279,7 +279,7 @@ def test_a_schedule_that_changes_the_work_holds_the_window_to_its_last_phase():
 def test_a_device_that_settles_early_still_times_only_the_last_phase():
     """Epoch 1 fast, epochs 2-3 four times slower by design (as two_tower's mining): a
     device flat from step 5 and one flat from step 40 both time the last phase alone."""
-    from trainbench.run.measurement import TimingProtocol, measurement_window
+    from trainbench.measure.measurement import TimingProtocol, measurement_window
 
     protocol = TimingProtocol()
     epochs = [[0.001] * 40, [0.004] * 40, [0.004] * 40]

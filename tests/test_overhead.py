@@ -16,7 +16,8 @@ from trainbench import config as tbconfig
 from trainbench.analysis.aggregate import build_tables, load_records
 from trainbench.analysis.loss_tables import loss_tables, read_references
 from trainbench.common.records import RecordError, read_record, validate_record
-from trainbench.run import availability, launcher
+from trainbench.launch import availability, launcher
+from trainbench.launch.environment import cell_environment
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from overhead import measure, render, synthetic, workflow  # noqa: E402  (benchmarks/overhead)
@@ -54,6 +55,7 @@ def without_run_seed(environment: dict) -> dict:
 needs_no_cuda = pytest.mark.skipif(backend_available("cuda"), reason="a CUDA device is visible")
 
 
+@pytest.mark.slow
 @needs_no_cuda
 def test_unavailable_device_is_remembered_within_one_snakemake_run(tmp_path, monkeypatch):
     monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
@@ -74,6 +76,7 @@ def test_unavailable_device_is_remembered_within_one_snakemake_run(tmp_path, mon
     assert second["result"] is None and second["error"] is None
 
 
+@pytest.mark.slow
 @needs_no_cuda
 def test_another_snakemake_run_asks_the_device_again(tmp_path, monkeypatch):
     monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
@@ -85,21 +88,26 @@ def test_another_snakemake_run_asks_the_device_again(tmp_path, monkeypatch):
     assert "no child started" not in log
 
 
+def for_cell(spec: dict, output):
+    """The memo of a cell, keyed on its environment computed once (as run_cell does)."""
+    return launcher.AvailabilityMemo.for_cell(spec, output, cell_environment(spec))
+
+
 def test_memo_only_for_accelerator_records_under_a_snakemake_run(tmp_path, monkeypatch):
     cell = cuda_cell(0)
     output = record_path(tmp_path, cell)
     monkeypatch.setattr(availability, "_snakemake_run", lambda: None)
-    assert launcher.AvailabilityMemo.for_cell(spec_for(cell), output) is None
+    assert for_cell(spec_for(cell), output) is None
     monkeypatch.setattr(availability, "_snakemake_run", lambda: dict(RUN))
-    memo = launcher.AvailabilityMemo.for_cell(spec_for(cell), output)
+    memo = for_cell(spec_for(cell), output)
     assert memo is not None and memo.path.parent == tmp_path / "results" / "availability"
-    assert launcher.AvailabilityMemo.for_cell(spec_for(cell), tmp_path / "metrics.json") is None
+    assert for_cell(spec_for(cell), tmp_path / "metrics.json") is None
     cpu = tbconfig.Cell("matmul", "cpu", 1, 0)
-    assert launcher.AvailabilityMemo.for_cell(spec_for(cpu), record_path(tmp_path, cpu)) is None
+    assert for_cell(spec_for(cpu), record_path(tmp_path, cpu)) is None
     # Other device settings: another memo file.
     other = spec_for(cell)
     other["device_settings"] = {**other["device_settings"], "device_index": 1}
-    assert launcher.AvailabilityMemo.for_cell(other, output).path != memo.path
+    assert for_cell(other, output).path != memo.path
 
 
 @pytest.mark.parametrize(
@@ -140,9 +148,9 @@ def test_cell_phases_split_the_cell_wall_time(tmp_path):
     lines = [
         _event("start", 1, 0, 100.0, created=100.0, argv=["-m", "snakemake"]),
         _event("start", 2, 1, 101.1, created=101.0, argv=["tmp.run_cell.py"]),
-        _event("call", 2, 1, 102.0, what="trainbench.run.launcher.run_cell", arg=str(output)),
-        _event("start", 3, 2, 102.2, created=102.1, argv=["-m", "trainbench.run.child"]),
-        _event("call", 3, 2, 103.5, what="trainbench.run.devices.get_device"),
+        _event("call", 2, 1, 102.0, what="trainbench.launch.launcher.run_cell", arg=str(output)),
+        _event("start", 3, 2, 102.2, created=102.1, argv=["-m", "trainbench.launch.child"]),
+        _event("call", 3, 2, 103.5, what="trainbench.measure.devices.get_device"),
         _event("call", 3, 2, 104.0, what="trainbench.common.records.atomic_write_json"),
         _event("call", 2, 1, 104.3, what="trainbench.common.records.atomic_write_json"),
         _event("exit", 2, 1, 104.4, rule="run_cell"),
@@ -175,6 +183,7 @@ def _not_ok(template: dict, status: str) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_synthetic_records_are_valid_and_aggregate(tmp_path):
     archives = sorted(workflow.REPO.glob(measure.TEMPLATE_ARCHIVES))
     templates = synthetic.load_templates(archives, [])

@@ -33,6 +33,7 @@ def test_a_misspelt_workload_is_named_as_such():
         validate_config({"workloads": {"imag_cnn": {"batch_sizes": [8]}}})
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_the_example_model_runs_through_the_workflow(tmp_path):
     workflow = copy_workflow(tmp_path / "wf")

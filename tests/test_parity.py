@@ -19,8 +19,8 @@ from trainbench.analysis import stats
 from trainbench.analysis.aggregate import run_row
 from trainbench.analysis.stats import parity
 from trainbench.analysis.stats.verdicts import verdicts_table
-from trainbench.run.launcher import run_cell
-from trainbench.run.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
+from trainbench.launch.launcher import run_cell
+from trainbench.measure.numeric_fault import FRACTION, TILE, corrupt_, silent_numeric_error
 from trainbench.workloads import image_cnn
 
 STEPS = 32
@@ -369,6 +369,7 @@ def cells(tmp_path_factory):
     return get
 
 
+@pytest.mark.slow
 def test_a_faulted_cell_finishes_ok_silently_wrong(cells):
     clean, faulted = cells("clean", 100, 0), cells("fault", 100, 0)
     assert faulted["status"] == "ok" and clean["status"] == "ok"
@@ -380,6 +381,7 @@ def test_a_faulted_cell_finishes_ok_silently_wrong(cells):
     assert "addcdiv_noncontiguous" in faulted["numerics_failed_ops"]
 
 
+@pytest.mark.slow
 def test_an_eval_only_fault_leaves_training_alone_and_fails_the_evaluation_comparison(cells):
     clean, faulted = cells("eval-clean", 100, 0), cells("eval-fault", 100, 0)
     assert clean["status"] == faulted["status"] == "ok"

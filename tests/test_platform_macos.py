@@ -13,10 +13,11 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from trainbench.run import cell_lock, devices, environment
-from trainbench.run import cpu_features as cf
-from trainbench.run.devices import CpuDevice
-from trainbench.run.trackers import energy_counters as counters
+from trainbench.launch import cell_lock, environment
+from trainbench.measure import cpu_features as cf
+from trainbench.measure import devices
+from trainbench.measure.devices import CpuDevice
+from trainbench.measure.trackers import energy_counters as counters
 
 SYSCTL = {
     ("sysctl", "-n", "machdep.cpu.brand_string"): "Apple M2 Pro\n",

@@ -135,6 +135,6 @@ def test_examples_and_docs_import_only_the_public_surface():
 
 
 def test_the_internal_import_finder_finds_one():
-    assert INTERNAL_IMPORT.search("from trainbench.run.data import make_loader")
-    assert INTERNAL_IMPORT.search("import trainbench.run.training as t")
+    assert INTERNAL_IMPORT.search("from trainbench.measure.data import make_loader")
+    assert INTERNAL_IMPORT.search("import trainbench.measure.training as t")
     assert not INTERNAL_IMPORT.search("from trainbench import TrainingParts")

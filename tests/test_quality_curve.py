@@ -1,4 +1,4 @@
-"""The quality curve (trainbench.run.quality): an evaluation pass at the configured
+"""The quality curve (trainbench.measure.quality): an evaluation pass at the configured
 cadence, each a point of metrics against the timed training seconds, samples and steps,
 taken outside every timed region."""
 
@@ -9,7 +9,8 @@ import torch
 from test_tracking import FakeDevice, _context, _parts, _spec
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from trainbench.run.training import run_training
+from trainbench.measure import quality
+from trainbench.measure.training import run_training
 
 
 def _run_with(eval_every: dict | None, steps: int = 8, epochs: int = 3, accumulation: int = 1):
@@ -91,6 +92,19 @@ def test_every_n_steps_splits_the_epoch_into_regions():
     assert [len(e) for e in result["steps"]["seconds"]] == [8, 8]
     assert result["timed"]["steps"] == 16 - 2
     assert "every 3 steps" in result["quality"]["granularity"]
+
+
+def test_an_epochs_stretches_are_planned_from_values_alone():
+    """The loop asks quality.stretches where its evaluation passes fall: the run's
+    steps so far, the epoch's length and the cadence, nothing of the loop itself."""
+    # Epoch 1 of 8 steps, every 3: passes after steps 3 and 6, the epoch's end unevaluated.
+    assert quality.stretches(0, 8, 3, False) == [(0, 3, True), (3, 6, True), (6, 8, False)]
+    # Epoch 2 (8 steps done): passes after run steps 9, 12, 15; the last at the epoch's end.
+    assert quality.stretches(8, 8, 3, True) == [(0, 1, True), (1, 4, True), (4, 7, True),
+                                                (7, 8, False)]  # fmt: skip
+    # A pass that falls on the epoch's last step is left to the epoch's end.
+    assert quality.stretches(0, 6, 3, True) == [(0, 3, True), (3, 6, False)]
+    assert quality.stretches(0, 6, 3, False) == [(0, 3, True), (3, 6, True)]
 
 
 def test_step_cadence_keeps_gradient_accumulation_boundaries():

@@ -1,6 +1,6 @@
-"""The float64 reference of a repeat's first steps (trainbench.run.reference): the same
+"""The float64 reference of a repeat's first steps (trainbench.launch.reference): the same
 start as the float32 cell, float64 arithmetic throughout, made only where parity
-needs it; and the arithmetic precision a cell's record implies (trainbench.run.precision)."""
+needs it; and the arithmetic precision a cell's record implies (trainbench.measure.precision)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench import workloads
 from trainbench.analysis.loss_tables import loss_tables
-from trainbench.run.context import make_context
-from trainbench.run.dispatch import run_workload
-from trainbench.run.precision import UNIT_ROUNDOFF, default_dtype, precision_of, upcast
-from trainbench.run.reference import need_for_reference, reference_spec
+from trainbench.launch.dispatch import run_workload
+from trainbench.launch.reference import need_for_reference, reference_spec
+from trainbench.measure.context import make_context
+from trainbench.measure.precision import UNIT_ROUNDOFF, default_dtype, precision_of, upcast
 
 
 @pytest.fixture(scope="module")

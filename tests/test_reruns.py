@@ -35,7 +35,7 @@ TARGET = "results/report.md"
 def small_config() -> dict:
     config = tiny_config(devices=["cpu"], repeats=2)
     config["workloads"]["image_cnn"]["batch_sizes"] = [16, 32]
-    # These tests find a cell by its command line (`-m trainbench.run.child SPEC`) and kill
+    # These tests find a cell by its command line (`-m trainbench.launch.child SPEC`) and kill
     # its launcher as the cell's parent: the spawned path. Forked cells (the server is
     # their parent) are killed and interrupted in test_interrupt.py and test_launcher.py.
     config["launcher"]["start_method"] = "spawn"
@@ -199,7 +199,7 @@ def test_kill_9_of_the_launcher_then_snakemake_loses_nothing_and_overlaps_nothin
         lambda: next(
             (
                 p
-                for p in _processes(workflow, "trainbench.run.child")
+                for p in _processes(workflow, "trainbench.launch.child")
                 if "bs32" in " ".join(p.cmdline()) or _is_bs32_rep0(p)
             ),
             None,
@@ -214,7 +214,7 @@ def test_kill_9_of_the_launcher_then_snakemake_loses_nothing_and_overlaps_nothin
     if snake.poll() is None:
         snake.send_signal(signal.SIGKILL)
     snake.wait(timeout=60)
-    assert not _processes(workflow, "trainbench.run.child")
+    assert not _processes(workflow, "trainbench.launch.child")
 
     # The README command, after Snakemake's own --unlock (it asks for it after a kill -9).
     small = small_config()
@@ -234,7 +234,7 @@ def test_kill_9_of_the_launcher_then_snakemake_loses_nothing_and_overlaps_nothin
 
 def _is_bs32_rep0(proc: psutil.Process) -> bool:
     try:
-        spec_path = proc.cmdline()[proc.cmdline().index("trainbench.run.child") + 1]
+        spec_path = proc.cmdline()[proc.cmdline().index("trainbench.launch.child") + 1]
         cell = json.loads(Path(spec_path).read_text())["cell"]
     except (ValueError, IndexError, OSError, psutil.Error, KeyError):
         return False
@@ -244,7 +244,7 @@ def _is_bs32_rep0(proc: psutil.Process) -> bool:
 LAUNCH = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from trainbench.run.launcher import run_cell
+from trainbench.launch.launcher import run_cell
 spec = json.loads(open(sys.argv[2]).read())
 run_cell(spec, sys.argv[3], sys.argv[4])
 """
@@ -312,12 +312,12 @@ def test_ctrl_c_during_rerun_failed_then_report_leaves_every_cell_with_a_record(
         start_new_session=True,
     )  # fmt: skip
     child = _wait_for(
-        lambda: next(iter(_processes(workflow, "trainbench.run.child")), None), "the rerun cell"
+        lambda: next(iter(_processes(workflow, "trainbench.launch.child")), None), "the rerun cell"
     )
     os.killpg(rerun.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
     rerun.wait(timeout=120)
     psutil.wait_procs([child], timeout=30)
-    assert not _processes(workflow, "trainbench.run.child"), "no cell outlives Ctrl-C"
+    assert not _processes(workflow, "trainbench.launch.child"), "no cell outlives Ctrl-C"
     interrupted = records(workflow)
     assert {k: v for k, v in interrupted.items() if k != failed} == {
         k: v for k, v in before.items() if k != failed

@@ -1,4 +1,4 @@
-"""Steady-state detection (trainbench.run.steady, docs/statistics.md section 1) on
+"""Steady-state detection (trainbench.measure.steady, docs/statistics.md section 1) on
 synthetic families of step-time series, 20 seeds each, and on recorded series
 (tests/data/steady/*.json: one file per series, with the class a person judged it
 to be; adding a file adds a case)."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import steady_series as S
-from trainbench.run.measurement import DEFAULTS
-from trainbench.run.steady import (
+from trainbench.measure.measurement import DEFAULTS
+from trainbench.measure.steady import (
     FLAT,
     NO_STEADY_STATE,
     SLOWDOWN,

@@ -1,4 +1,4 @@
-"""Where a step's time goes (trainbench.run.step_breakdown, trainbench.analysis.stats.breakdown):
+"""Where a step's time goes (trainbench.measure.step_breakdown, trainbench.analysis.stats.breakdown):
 synthetic steps whose cause is known get the right label. On the CPU: a host sleep per
 step (the cores idle while the step runs: launch-bound), a sleeping loader (input-bound),
 heavy matmuls (device-bound); the same on CUDA where a GPU is present."""
@@ -6,13 +6,12 @@ heavy matmuls (device-bound); the same on CUDA where a GPU is present."""
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
 from trainbench.analysis.stats.breakdown import BoundRule, step_breakdown_table
-from trainbench.run import step_breakdown
+from trainbench.measure import step_breakdown
 
 SETTINGS = {"min_seconds": 0.3, "max_steps": 40, "max_share": 0.04, "min_steps": 10}
 
@@ -26,9 +25,9 @@ class FakeDevice:
             torch.cuda.synchronize()
 
 
-def synthetic_loop(device: str, host_sleep: float = 0.0, loader_sleep: float = 0.0,
-                   matmul: int = 0, loop_seconds: float = 1000.0):  # fmt: skip
-    """An object with what the diagnostic pass uses of a TrainingLoop."""
+def synthetic_steps(device: str, host_sleep: float = 0.0, loader_sleep: float = 0.0,
+                    matmul: int = 0) -> step_breakdown.DiagnosticSteps:  # fmt: skip
+    """A training step and its batches, as the loop hands them to the diagnostic pass."""
     dev = torch.device(device)
     weights = torch.randn(matmul, matmul, device=dev) if matmul else None
 
@@ -47,16 +46,19 @@ def synthetic_loop(device: str, host_sleep: float = 0.0, loader_sleep: float = 0
                 out = out @ weights
         return batch["x"], {}
 
-    return SimpleNamespace(
-        dev=FakeDevice(dev), device=dev, steps_per_epoch=10, scheduler_steps=True,
-        started_at=time.perf_counter() - loop_seconds,
-        parts=SimpleNamespace(model=torch.nn.Identity()), endless_batches=batches,
-        train_step=train_step,
-    )  # fmt: skip
+    return step_breakdown.DiagnosticSteps(
+        train_step, batches(), FakeDevice(dev).synchronize, dev.type, steps_per_epoch=10
+    )
+
+
+def measure(device: str, settings: dict = SETTINGS, loop_seconds: float = 1000.0, **kwargs):
+    """The diagnostic pass of a loop that started ``loop_seconds`` ago."""
+    started_at = time.perf_counter() - loop_seconds
+    return step_breakdown.measure(synthetic_steps(device, **kwargs), settings, started_at)
 
 
 def label(device: str, **kwargs) -> tuple[str, dict]:
-    measured = step_breakdown.measure(synthetic_loop(device, **kwargs), SETTINGS)
+    measured = measure(device, **kwargs)
     steady = measured["data_wait_s"] + measured["step_s"]  # the timed step holds both
     runs = pd.DataFrame([{
         "workload": "synthetic", "device": device, "batch_size": 1, "rep": 0, "status": "ok",
@@ -71,7 +73,7 @@ def label(device: str, **kwargs) -> tuple[str, dict]:
 
 
 def test_the_pass_lasts_its_minimum_and_records_its_method():
-    measured = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.01), SETTINGS)
+    measured = measure("cpu", host_sleep=0.01)
     assert measured["seconds"] >= SETTINGS["min_seconds"]
     assert 1 <= measured["steps"] <= SETTINGS["max_steps"]
     assert measured["device_s"] is None and measured["kernel_s"] is None  # the CPU
@@ -82,14 +84,12 @@ def test_a_short_cell_gets_a_shorter_pass_but_never_fewer_than_min_steps():
     """At most max_share of the loop's time before the pass (the cost stays under 5% of
     a short cell), at least min_steps steps."""
     settings = {**SETTINGS, "max_share": 0.04, "min_steps": 10, "max_steps": 1000}
-    short = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.002, loop_seconds=5.0),
-                                   settings)  # fmt: skip
+    short = measure("cpu", settings, loop_seconds=5.0, host_sleep=0.002)
     assert short["shortened"] and short["min_seconds_in_force"] == pytest.approx(0.2, rel=0.05)
     assert short["seconds"] < 0.3 and short["steps"] >= 10
-    tiny = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.002, loop_seconds=0.1),
-                                  settings)  # fmt: skip
+    tiny = measure("cpu", settings, loop_seconds=0.1, host_sleep=0.002)
     assert tiny["steps"] == 10  # min_steps, though the budget is 4 ms
-    long = step_breakdown.measure(synthetic_loop("cpu", host_sleep=0.002), settings)
+    long = measure("cpu", settings, host_sleep=0.002)
     assert not long["shortened"] and long["seconds"] >= settings["min_seconds"]
 
 

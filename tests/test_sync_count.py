@@ -9,7 +9,7 @@ import warnings
 import pytest
 from trainbench.bench import sync_count
 from trainbench.bench.step_overhead import verdict
-from trainbench.run.devices import get_device
+from trainbench.measure.devices import get_device
 
 
 def blocks(device, syncs_per_step: int):

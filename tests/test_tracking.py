@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from trainbench.run.context import RunContext
-from trainbench.run.devices import AmpPolicy, CpuDevice
-from trainbench.run.steady import dispersion
-from trainbench.run.trackers import (
+from trainbench.measure.context import RunContext
+from trainbench.measure.devices import AmpPolicy, CpuDevice
+from trainbench.measure.steady import dispersion
+from trainbench.measure.trackers import (
     EVAL,
     TRAIN,
     StepTimer,
@@ -20,7 +20,7 @@ from trainbench.run.trackers import (
     capture_warnings,
     verify_placement,
 )
-from trainbench.run.training import NonFiniteLossError, TrainingParts, run_training
+from trainbench.measure.training import NonFiniteLossError, TrainingParts, run_training
 
 
 class FakeDevice(CpuDevice):
@@ -451,8 +451,8 @@ def test_memory_is_sampled_inside_steps_only_where_the_device_needs_it(per_step,
 def test_the_step_timer_starts_last_and_stops_first_around_the_region_clock(monkeypatch):
     """Its first mark is taken after every other tracker started and its region closes
     before any other tracker stops: their bookkeeping is in neither clock."""
-    from trainbench.run import training
-    from trainbench.run.trackers import HostActivity, MemoryTracker, StepTimer
+    from trainbench.measure import training
+    from trainbench.measure.trackers import HostActivity, MemoryTracker, StepTimer
 
     calls: list[str] = []
     for cls in (HostActivity, MemoryTracker, StepTimer):

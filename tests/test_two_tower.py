@@ -18,12 +18,12 @@ from conftest import small_config
 from helpers import tiny_config
 from trainbench import config as tbconfig
 from trainbench.common.records import read_record
-from trainbench.run import training
-from trainbench.run.context import RunContext
-from trainbench.run.cpu_features import cpu_flags
-from trainbench.run.devices import get_device
-from trainbench.run.launcher import run_cell
-from trainbench.run.trackers import TRAIN
+from trainbench.launch.launcher import run_cell
+from trainbench.measure import training
+from trainbench.measure.context import RunContext
+from trainbench.measure.cpu_features import cpu_flags
+from trainbench.measure.devices import get_device
+from trainbench.measure.trackers import TRAIN
 from trainbench.workloads import two_tower as tt
 
 SCHEDULE_KEY = "workloads.two_tower.mine_schedule"
@@ -484,6 +484,7 @@ def run_in_process(spec: dict) -> dict:
     return tt.run(ctx)
 
 
+@pytest.mark.slow
 def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch):
     """The clock intervals of every FAISS search (slowed by 0.2 s) never meet the
     loop's timed regions or its timed evaluation; mining searches happen inside
@@ -644,6 +645,7 @@ def test_cpu_cell_through_the_launcher(tmp_path):
     assert result["verification"]["all_on_device"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.cpu_autocast("bfloat16", "LSTM")
 def test_bf16_autocast_learns_as_well_as_float32(tmp_path):
     """A tiny two_tower trained in process twice from the same seed, in float32 and under
@@ -677,6 +679,7 @@ def test_bf16_autocast_learns_as_well_as_float32(tmp_path):
 @pytest.mark.skipif(
     "avx2" not in cpu_flags()[0], reason="ONEDNN_MAX_CPU_ISA=AVX2 needs an x86 CPU with AVX2"
 )
+@pytest.mark.slow
 def test_bf16_cell_without_the_lstm_kernel_is_an_unavailable_record(tmp_path, monkeypatch):
     """A real child with oneDNN capped at AVX2 (no bf16 instructions): the two_tower
     cell under CPU bf16 autocast is recorded ``unavailable`` with the probe's one line

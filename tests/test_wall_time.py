@@ -1,4 +1,4 @@
-"""Where a cell's wall time goes (trainbench.run.wall_time): the breakdown from marks and
+"""Where a cell's wall time goes (trainbench.measure.wall_time): the breakdown from marks and
 results, a real cell through the launcher, a failed one, and the ``cell_time`` table."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from trainbench import config as tbconfig
 from trainbench.analysis.aggregate import RUN_COLUMNS, run_row
 from trainbench.analysis.stats.cell_time import CELL_TIME_COLUMNS, cell_time_table
 from trainbench.common.records import read_record
-from trainbench.run import wall_time
-from trainbench.run.launcher import run_cell
-from trainbench.run.wall_time import MEASUREMENT, PHASES, breakdown, measured_phases
+from trainbench.launch.launcher import run_cell
+from trainbench.measure import wall_time
+from trainbench.measure.wall_time import MEASUREMENT, PHASES, breakdown, measured_phases
 from trainbench.workloads import image_cnn
 
 # A training result as the loop writes it: 4 epoch steps (step 0 first), 2 extension
@@ -131,6 +131,7 @@ def _launch(tmp_path, config: dict, cell: tbconfig.Cell, data_path: str | None =
     return read_record(tmp_path / "metrics.json")  # validated
 
 
+@pytest.mark.slow
 def test_a_real_cell_accounts_for_its_attempt(tmp_path):
     """The phases of a real training cell add up to its attempt's duration, each
     measured (>= 0), and less than 0.5 s is left unattributed."""
@@ -170,6 +171,7 @@ def test_a_real_cell_accounts_for_its_attempt(tmp_path):
     assert {f"wall_{p}_seconds" for p in PHASES} <= set(RUN_COLUMNS)
 
 
+@pytest.mark.slow
 def test_a_failed_cell_still_has_a_breakdown(tmp_path):
     config = tiny_config()
     config["launcher"]["allow_fault_injection"] = True

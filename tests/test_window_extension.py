@@ -8,8 +8,12 @@ import time
 
 import pytest
 from test_tracking import FakeDevice, _context, _parts, _spec
-from trainbench.run.measurement import TimingProtocol, extension_steps_needed, measurement_window
-from trainbench.run.training import run_training
+from trainbench.measure.measurement import (
+    TimingProtocol,
+    extension_steps_needed,
+    measurement_window,
+)
+from trainbench.measure.training import run_training
 
 
 def _timing(**timing) -> dict:

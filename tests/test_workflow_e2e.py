@@ -55,6 +55,53 @@ def workflow(tmp_path):
     return copy_workflow(tmp_path / "wf")
 
 
+@pytest.fixture(scope="module")
+def one_cell(tmp_path_factory):
+    """The workflow once on the smallest matrix that still trains (one image_cnn cell on
+    the CPU, one repeat) through the report, then once more as a dry run: the fast
+    suite's end-to-end check, shared by the tests below. The tiny matrix of every
+    device is test_tiny_matrix_end_to_end (make test-slow)."""
+    workflow = copy_workflow(tmp_path_factory.mktemp("one_cell") / "wf")
+    config = tiny_config(devices=["cpu"])
+    config["workloads"] = {"image_cnn": config["workloads"]["image_cnn"]}
+    # What a cell measures is tested in-process; here its short window is published as
+    # it is (no extension steps) and its diagnostic pass is two steps.
+    config["timing"] = {
+        "extend_short_windows": False,
+        "step_breakdown": {"max_steps": 2, "min_steps": 2},
+    }
+    write_config(workflow / "config.yaml", config)
+    proc = run_snakemake(workflow, "--cores", "1", TARGET, timeout=240)
+    again = run_snakemake(workflow, "--cores", "1", "--dry-run", TARGET, timeout=120)
+    return workflow, proc, again
+
+
+def test_one_cell_runs_through_the_workflow_to_the_report(one_cell):
+    workflow, proc, _ = one_cell
+    assert proc.returncode == 0, output_of(proc)[-6000:]
+    path = workflow / "results" / "runs" / "image_cnn" / "cpu" / "bs32" / "rep0"
+    record = read_record(path / "metrics.json")
+    assert record["status"] == "ok", record.get("error")
+    assert record["cell"] == {"workload": "image_cnn", "device": "cpu", "batch_size": 32, "rep": 0}
+    assert record["numerics"]["status"] == "pass"
+    rate = record["result"]["timed"]["samples_per_s"]
+    assert rate > 0
+    rows = read_runs_csv(workflow)
+    assert [(r["workload"], r["device"], r["status"]) for r in rows] == [("image_cnn", "cpu", "ok")]
+    assert float(rows[0]["samples_per_s"]) == pytest.approx(rate)
+    report = (workflow / TARGET).read_text()
+    speed_rows = table_rows(section(report, "Speedup"))
+    assert any(r[:3] == ["image_cnn", "cpu", "32"] and sig(rate) in r for r in speed_rows), report
+
+
+def test_a_finished_workflow_has_nothing_left_to_do(one_cell):
+    _, proc, again = one_cell
+    assert proc.returncode == 0, output_of(proc)[-3000:]
+    assert again.returncode == 0, output_of(again)[-3000:]
+    assert "Nothing to be done" in output_of(again)
+
+
+@pytest.mark.slow
 def test_tiny_matrix_end_to_end(workflow):
     config = tiny_config(devices=["cpu", "mps", "cuda"])
     write_config(workflow / "config.yaml", config)
@@ -173,7 +220,7 @@ def test_crashing_cell_is_a_failed_record_not_a_failed_workflow(workflow):
     assert crashed["attempts"][0]["signal"] == "SIGABRT"
     # The cell ran the copied tree's code (PYTHONPATH points there).
     assert (
-        str(workflow / "scripts" / "trainbench" / "run" / "faults.py")
+        str(workflow / "scripts" / "trainbench" / "measure" / "faults.py")
         in crashed["error"]["stderr_tail"]
     )
     fine = read_record(runs / "bs2" / "rep0" / "metrics.json")

@@ -10,7 +10,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from trainbench.run.environment import cpu_model_name
+from trainbench.launch.environment import cpu_model_name
 
 from .workflow import REPO
 

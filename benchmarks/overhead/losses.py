@@ -4,7 +4,7 @@ run of the synthetic matrix would give the parity test (docs/statistics.md, "Par
 Every ok training record gets ``result.steps`` of its own length (``steps_per_epoch``
 at its batch size x epochs: seconds, samples and losses per step), and its epochs'
 ``train_loss`` and the task's ``final_loss`` become the means of those losses, as in
-:mod:`trainbench.run.training`. Repeat k of every device of a workload and batch size shares
+:mod:`trainbench.measure.training`. Repeat k of every device of a workload and batch size shares
 one loss curve (same start, same batches: ``run_seed``), which is also that repeat's
 float64 reference; each device strays from it by its own small arithmetic error, which
 grows with the step as training amplifies it. Each repeat whose baseline and another

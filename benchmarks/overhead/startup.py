@@ -16,7 +16,7 @@ from .workflow import median, workflow_env
 # What each process imports before it does anything (for python -X importtime).
 IMPORTS = {
     "torch": "import torch",
-    "run_cell script (launcher)": "import trainbench.config, trainbench.run.launcher",
+    "run_cell script (launcher)": "import trainbench.config, trainbench.launch.launcher",
     "child before its work": (
         "import numpy, torch; from trainbench import workloads, context, devices, "
         "environment, faults, trackers, training"

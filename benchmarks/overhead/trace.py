@@ -68,7 +68,7 @@ def cell_phases(procs: dict[int, dict], records_root: Path) -> list[dict]:
         if job.get("rule") != "run_cell":
             previous_end = end
             continue
-        ready = _first_call(job, "trainbench.run.launcher.run_cell")
+        ready = _first_call(job, "trainbench.launch.launcher.run_cell")
         record_write = _last_call(job, "trainbench.common.records.atomic_write_json")
         row: dict = {
             "cell": None,
@@ -82,7 +82,7 @@ def cell_phases(procs: dict[int, dict], records_root: Path) -> list[dict]:
             row["status"] = record["status"]
         children = _children(procs, job["pid"])
         child = children[0] if children else None
-        child_ready = _first_call(child, "trainbench.run.devices.get_device") if child else None
+        child_ready = _first_call(child, "trainbench.measure.devices.get_device") if child else None
         child_done = (
             _last_call(child, "trainbench.common.records.atomic_write_json") if child else None
         )

@@ -7,8 +7,8 @@ under it (Snakemake, each job's script, each cell's child) then appends JSON lin
 - ``start``: when the process was created (from /proc: 10 ms resolution) and when
   this hook ran (after the interpreter started), with argv;
 - ``call`` / ``return``: around a few functions that mark phase boundaries
-  (``trainbench.run.launcher.run_cell``: the launcher is started and imported;
-  ``trainbench.run.devices.get_device``: the child's imports are done;
+  (``trainbench.launch.launcher.run_cell``: the launcher is started and imported;
+  ``trainbench.measure.devices.get_device``: the child's imports are done;
   ``trainbench.common.records.atomic_write_json``: a result or record is written;
   ``trainbench.config.validate_config``: Snakemake has started and reads the Snakefile;
   ``trainbench.analysis.tables.read_table`` and friends: a downstream script starts work);
@@ -32,8 +32,8 @@ _PATH = os.environ.get("TRAINBENCH_TRACE")
 # module -> functions whose calls mark a phase boundary
 WRAPPED = {
     "trainbench.config": ("validate_config",),
-    "trainbench.run.launcher": ("run_cell",),
-    "trainbench.run.devices": ("get_device",),
+    "trainbench.launch.launcher": ("run_cell",),
+    "trainbench.measure.devices": ("get_device",),
     "trainbench.common.records": ("atomic_write_json",),
     "trainbench.analysis.tables": ("read_table",),
     "trainbench.analysis.aggregate": ("write_tables",),

@@ -2,27 +2,28 @@
 
 The public surface is what ``__all__`` names: what your own model's ``build(ctx)``
 needs (docs/configuration.md, "Your own model"). **Names in ``__all__`` keep working
-across minor versions; every other module (``trainbench.run.*``, ``trainbench.config.*``
-...) is internal and may move.** Each name is imported when first used, so ``import
-trainbench`` stays cheap for scripts that never touch torch.
+across minor versions; every other module (``trainbench.measure.*``,
+``trainbench.launch.*``, ``trainbench.config.*`` ...) is internal and may move.** Each
+name is imported when first used, so ``import trainbench`` stays cheap for scripts that
+never touch torch.
 """
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~6 ms)
 if TYPE_CHECKING:
     from typing import Any
 
-    from trainbench.run.context import DeviceUnavailable, RunContext
-    from trainbench.run.data import BatchTensorDataset, make_loader, to_device
-    from trainbench.run.parts import TrainingParts
+    from trainbench.measure.context import DeviceUnavailable, RunContext
+    from trainbench.measure.data import BatchTensorDataset, make_loader, to_device
+    from trainbench.measure.parts import TrainingParts
 
 # Public name -> the internal module that defines it (moves are made here, not by users).
 _PUBLIC = {
-    "TrainingParts": "trainbench.run.parts",
-    "RunContext": "trainbench.run.context",
-    "DeviceUnavailable": "trainbench.run.context",
-    "BatchTensorDataset": "trainbench.run.data",
-    "make_loader": "trainbench.run.data",
-    "to_device": "trainbench.run.data",
+    "TrainingParts": "trainbench.measure.parts",
+    "RunContext": "trainbench.measure.context",
+    "DeviceUnavailable": "trainbench.measure.context",
+    "BatchTensorDataset": "trainbench.measure.data",
+    "make_loader": "trainbench.measure.data",
+    "to_device": "trainbench.measure.data",
 }
 
 __all__ = [

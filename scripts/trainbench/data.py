@@ -3,7 +3,7 @@
 
 import warnings
 
-from trainbench.run.data import BatchTensorDataset, make_loader, to_device
+from trainbench.measure.data import BatchTensorDataset, make_loader, to_device
 
 warnings.warn(
     "trainbench.data is deprecated and will be removed; use "

@@ -3,7 +3,7 @@
 
 import warnings
 
-from trainbench.run.parts import TrainingParts
+from trainbench.measure.parts import TrainingParts
 
 warnings.warn(
     "trainbench.training is deprecated and will be removed; use "

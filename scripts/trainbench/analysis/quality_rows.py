@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from trainbench.analysis.record_view import RecordView
 from trainbench.analysis.run_rows import viewed
-from trainbench.run.quality import MARK_PREFIX
+from trainbench.common.vocabulary import MARK_PREFIX
 
 PER_LABEL_METRICS = ("precision", "recall", "f1")
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from trainbench.analysis.record_view import Energy, Host, RecordView, Result, view_record
-from trainbench.run.wall_time import PHASES
+from trainbench.common.vocabulary import PHASES
 
 # Energy over the timed training regions (trainbench.run.trackers.energy): see _energy_facts.
 ENERGY_DOMAINS = ("gpu", "cpu", "dram", "ane")

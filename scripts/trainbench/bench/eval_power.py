@@ -5,7 +5,7 @@ A column with an **evaluation fault sweep** (``Column.eval_sweep``) runs clean c
 whose evaluation parity also applies the test fault ``eval_output_error`` (1 ± ε on a
 quarter of the outputs' tiles) at every size ε of the sweep, each apart, to copies of
 the device's outputs after the clean comparison, and records every output's errors
-(:func:`trainbench.run.eval_parity.fault_sweep`). Each run row keeps its clean outputs
+(:func:`trainbench.measure.eval_parity.fault_sweep`). Each run row keeps its clean outputs
 (``eval_outputs``) and the faulted ones (``eval_fault_sweep``): the device's relative
 RMSE against float64, the network's float32 floor, and the canary's max-norm error.
 

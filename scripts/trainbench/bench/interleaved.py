@@ -7,7 +7,7 @@ builds the workload's parts once (model, optimizer, loader, loss) and alternates
 *blocks* of training steps between the variants on those same parts:
 
 - ``harness``: a block is one timed region of the harness's own training loop
-  (:meth:`trainbench.run.training.TrainingLoop.train_steps`: every tracker at the region's
+  (:meth:`trainbench.measure.training.TrainingLoop.train_steps`: every tracker at the region's
   edges, a timing event per step, data wait, loss collection — exactly an epoch's
   region); its time is the region's own synchronized wall time.
 - ``bare``: the same parts in the bare best-practice loop of :mod:`.throughput_loops`;
@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 from trainbench import workloads
 from trainbench.bench.throughput_loops import _bare_step, release_device
-from trainbench.run.context import check_autocast_kernels, make_context
-from trainbench.run.heap import frozen_heap
-from trainbench.run.training import TrainingLoop, TrainingParts
+from trainbench.measure.context import check_autocast_kernels, make_context
+from trainbench.measure.heap import frozen_heap
+from trainbench.measure.training import TrainingLoop, TrainingParts
 
 HARNESS, BARE, BARE_AA = "harness", "bare", "bare-aa"
 METHOD = "interleaved"
@@ -78,13 +78,13 @@ class HarnessRunner(Runner):
 
     def run(self, steps: int) -> Block:
         self.label += 1
-        before = len(self.loop.step_samples)
+        before = len(self.loop.state.step_samples)
         _, _, seconds = self.loop.train_steps(self.label, steps, self.batches)
         wall = self.loop.timer.region_seconds[-1]
         if self.label == 1:
             # The loop's first call holds step 0 (synchronized alone, outside the region).
             seconds, before = seconds[1:], before + 1
-        samples = sum(self.loop.step_samples[before:])
+        samples = sum(self.loop.state.step_samples[before:])
         events = float(sum(seconds)) if self.loop.timer.uses_events else None
         return Block(self.name, len(seconds), samples, wall, events)
 
@@ -201,7 +201,7 @@ def measure_interleaved(spec: dict, plan: InterleavedPlan) -> Iterator[dict]:
     warmup = max(int(spec["workload_settings"]["warmup_steps"]), plan.min_block_steps)
     # Step 0 and the configured warm-up, in the harness (its step 0 is timed apart).
     harness.run(warmup)
-    first_step_s = harness.loop.first_step_seconds
+    first_step_s = harness.loop.state.first_step_seconds
     steps = calibrate_steps(runners[BARE], plan.block_seconds, plan.min_block_steps,
                             plan.max_block_steps)  # fmt: skip
     base = {
@@ -215,7 +215,7 @@ def measure_interleaved(spec: dict, plan: InterleavedPlan) -> Iterator[dict]:
         "dataloader": ctx.loader_kwargs,
     }
     names = list(runners)
-    with frozen_heap():  # as in a cell (trainbench.run.heap), for every variant alike
+    with frozen_heap():  # as in a cell (trainbench.measure.heap), for every variant alike
         for round_index in range(-plan.warmup_rounds, plan.rounds):
             blocks = [runners[n].run(steps) for n in palindrome(names, max(round_index, 0))]
             for row in round_rows(blocks, base, round_index):

@@ -7,9 +7,9 @@ import platform
 import socket
 
 import torch
-from trainbench.run.cpu_features import isa_facts
-from trainbench.run.devices import cpu_model_name
-from trainbench.run.environment import package_versions
+from trainbench.launch.environment import package_versions
+from trainbench.measure.cpu_features import isa_facts
+from trainbench.measure.devices import cpu_model_name
 
 
 def machine_facts(backend: str) -> dict:

@@ -9,7 +9,7 @@ column starts from the same weights and sees the same batches):
 
 * ``baseline``: one thread (device ``cpu-t1``), float32;
 * ``reference``: repeat k's float64 reference of the first
-  ``report.parity_reference.steps`` steps (:func:`trainbench.run.reference.reference_spec`,
+  ``report.parity_reference.steps`` steps (:func:`trainbench.launch.reference.reference_spec`,
   here at one thread);
 * ``clean``: the baseline again (same settings, a fresh process): a correct device
   that computes exactly like the baseline;
@@ -19,14 +19,14 @@ column starts from the same weights and sees the same batches):
   AVX-512 ones), ``bf16`` (CPU bf16 autocast: judged with the reduced-precision
   envelope);
 * faults: ``fault<size>``, the baseline with the test fault ``silent_numeric_error``
-  (:mod:`trainbench.run.numeric_fault`) of each size in :data:`SIZES`; ``eval-fault<size>``,
-  the baseline with the test fault ``eval_output_error`` (:mod:`trainbench.run.eval_parity`:
+  (:mod:`trainbench.measure.numeric_fault`) of each size in :data:`SIZES`; ``eval-fault<size>``,
+  the baseline with the test fault ``eval_output_error`` (:mod:`trainbench.measure.eval_parity`:
   only the evaluation's outputs wrong, training untouched) of each size in
   :data:`EVAL_SIZES`;
 * evaluation fault sweeps: a column with ``eval_sweep`` sizes (``threads2``'s and
   ``bf16``'s here, and the CUDA columns of :mod:`.false_alarm`) is a clean column whose
   cells also apply ``eval_output_error`` at each size, apart, to copies of their
-  evaluation outputs after the clean comparison (:func:`trainbench.run.eval_parity.fault_sweep`);
+  evaluation outputs after the clean comparison (:func:`trainbench.measure.eval_parity.fault_sweep`);
   :mod:`.eval_power` finds the smallest size the rule catches. Nothing the column's
   clean comparison reports comes from the sweep.
 
@@ -62,8 +62,8 @@ from trainbench.bench.provenance import config_facts, drop_changed_workloads, gi
 from trainbench.bench.workers import run_in_workers
 from trainbench.common.atomic_files import atomic_write_text
 from trainbench.common.records import atomic_write_json
-from trainbench.run.eval_parity import FAULT as EVAL_FAULT
-from trainbench.run.numeric_fault import FAULT
+from trainbench.measure.eval_parity import FAULT as EVAL_FAULT
+from trainbench.measure.numeric_fault import FAULT
 
 REPEATS = 5
 SIZES = (0.01, 0.03, 0.1, 0.3)
@@ -193,7 +193,7 @@ def job_spec(config: dict, job: Job, column: Column, data_path: str | None) -> d
     """The cell spec of ``job``: the baseline's cell (device ``cpu-t1``, or ``cpu-t2``
     for two threads) with the column's environment, autocast and fault; the
     reference's spec for ``reference``."""
-    from trainbench.run.reference import reference_spec
+    from trainbench.launch.reference import reference_spec
 
     base_cell = tbconfig.Cell(job.workload, "cpu-t1", job.batch_size, job.rep)
     if column.kind == REFERENCE:
@@ -246,7 +246,7 @@ def run_job(config: dict, job: Job, column: Column, data_path: str | None, root:
     """Run ``job`` through the launcher (a fresh child process); its row for the results."""
     from trainbench.analysis.aggregate import run_row
     from trainbench.analysis.loss_tables import reference_row, step_rows
-    from trainbench.run.launcher import run_cell
+    from trainbench.launch.launcher import run_cell
 
     folder = root / "runs" / job.name
     steps = int(config["report"]["parity_reference"]["steps"])

@@ -39,13 +39,13 @@ from trainbench import workloads
 from trainbench.bench import sync_count
 from trainbench.bench.interleaved import BareRunner, HarnessRunner
 from trainbench.bench.throughput_loops import _bare_step, release_device
-from trainbench.run.context import check_autocast_kernels, make_context
-from trainbench.run.data import batch_size_of
-from trainbench.run.heap import frozen_heap
+from trainbench.measure.context import check_autocast_kernels, make_context
+from trainbench.measure.data import batch_size_of
+from trainbench.measure.heap import frozen_heap
 
 
 class RegionProfiler:
-    """cProfile over exactly a timed region's steps: a tracker (``trainbench.run.trackers``)
+    """cProfile over exactly a timed region's steps: a tracker (``trainbench.measure.trackers``)
     enabled when the region's clock starts and disabled when it stops, so the other
     trackers' edge work (psutil's scan of /proc, energy counters) is not in it; the
     bare loop's blocks call :meth:`clock_started` and :meth:`stop` around theirs."""

@@ -53,7 +53,7 @@ class SyncTally:
 def method_text(device_type: str) -> str:
     """How :func:`counting_syncs` counts on ``device_type`` (for the results JSON)."""
     explicit = (
-        "explicit: calls of the device's synchronize() (trainbench.run.devices), "
+        "explicit: calls of the device's synchronize() (trainbench.measure.devices), "
         "torch.cuda.synchronize, torch.cuda.Event.synchronize and "
         "torch.cuda.Stream.synchronize, each through a patched counter"
     )
@@ -66,7 +66,7 @@ def method_text(device_type: str) -> str:
             "block's edges"
         )
     return (
-        "explicit: calls of the device's synchronize() (trainbench.run.devices; a no-op "
+        "explicit: calls of the device's synchronize() (trainbench.measure.devices; a no-op "
         f"on {device_type}, counted where an accelerator would wait), through a patched "
         f"counter; {device_type} has no implicit synchronization (the host runs the "
         "work). Per step: (count over 2n steps - count over n steps) / n, each side; "
@@ -100,7 +100,7 @@ def _patched(owner: object, name: str, tally: SyncTally, log: list) -> Callable[
 @contextlib.contextmanager
 def counting_syncs(device: object, device_type: str) -> Iterator[SyncTally]:
     """Count every synchronization while open (see the module's docstring).
-    ``device`` is the run's :class:`trainbench.run.devices.Device`; its class's
+    ``device`` is the run's :class:`trainbench.measure.devices.Device`; its class's
     ``synchronize`` is patched (the harness's regions and the bare loop both call it)."""
     tally, log, undo = SyncTally(), [], []
     # The device class's synchronize, wherever it is defined in the class's MRO.

@@ -1,6 +1,6 @@
 """The throughput benchmark's three runners, each measuring one variant in this process:
 
-- ``harness``: the workload's own cell through :func:`trainbench.run.training.run_training`
+- ``harness``: the workload's own cell through :func:`trainbench.measure.training.run_training`
   (warm-up excluded, per-step timing events, evaluation between epochs timed apart).
 - ``bare``: the same ``TrainingParts`` (model, optimizer, loader, loss) in a bare
   best-practice loop: pinned non-blocking copies, autocast, one timed region with
@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from trainbench import workloads
-from trainbench.run.context import check_autocast_kernels, make_context
-from trainbench.run.training import TrainingParts, run_training
+from trainbench.measure.context import check_autocast_kernels, make_context
+from trainbench.measure.training import TrainingParts, run_training
 
 
 def release_device(device: torch.device) -> None:

@@ -8,7 +8,7 @@ variants) run whole, in rounds of separate runs whose order rotates so that no v
 always runs first or last, each paired with a whole harness run of the same round
 (method ``runs``):
 
-- ``harness``: the workload's own cell through :func:`trainbench.run.training.run_training`.
+- ``harness``: the workload's own cell through :func:`trainbench.measure.training.run_training`.
   ``harness:compile`` and ``harness:compile-<mode>`` run the torch.compile columns.
 - ``bare``: the same parts in a bare best-practice loop; ``bare:compile-<mode>``
   wraps the model in ``torch.compile`` first.

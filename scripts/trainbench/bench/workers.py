@@ -5,7 +5,7 @@ signal: its workers keep taking the queued jobs, each starting a cell, orphans t
 burn the machine's cores (and, on a shared machine, disturb whatever is timed next).
 :func:`run_in_workers` stops them: on a stop signal or an exception in the parent, no
 queued job starts, and every worker gets SIGTERM, which the launcher running a cell
-in it forwards to the cell's process group (:func:`trainbench.run.child_process.
+in it forwards to the cell's process group (:func:`trainbench.launch.child_process.
 forward_stop_signals`)."""
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def source_fingerprint(root: Path = PROJECT_ROOT) -> str:
 
 def code_identity(commit: str = "unknown", root: Path = PROJECT_ROOT) -> dict:
     """``{"version", "source_sha256", "git_commit", "dirty", "label"}``; ``commit`` is
-    what :func:`trainbench.run.environment.git_commit` found (``-dirty`` appended when
+    what :func:`trainbench.launch.environment.git_commit` found (``-dirty`` appended when
     tracked files changed; ``unknown`` without git): ``git_commit`` and ``dirty`` are
     then None."""
     version, source = package_version(root), source_fingerprint(root)

@@ -1,7 +1,7 @@
 """The rule of evaluation parity: a device's evaluation outputs against the network's own
 float32 error (docs/statistics.md, "Evaluation parity").
 
-The cell (:mod:`trainbench.run.eval_parity`) measures, on the same final weights and the
+The cell (:mod:`trainbench.measure.eval_parity`) measures, on the same final weights and the
 same evaluation batches, three evaluations: the CPU in float64 (the reference), the CPU
 in float32 (the network's **float32 floor**: how far correct float32 arithmetic strays
 from float64 through this very network) and the device. Per floating output it records

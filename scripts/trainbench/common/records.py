@@ -60,7 +60,7 @@ RECORD_SCHEMA: dict[str, Any] = {
         "result": {"type": ["object", "null"]},
         "environment": {"type": "object"},
         "spec": {"type": "object"},
-        # Where the final attempt's time went (trainbench.run.wall_time); absent in records
+        # Where the final attempt's time went (trainbench.measure.wall_time); absent in records
         # written before it was measured.
         "wall_time": {
             "type": "object",

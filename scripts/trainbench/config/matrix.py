@@ -309,7 +309,7 @@ def cell_spec(
         "data_path": data_path,
         "faults": faults_for(config, cell),
         # the final weights evaluated on the device and by the CPU in float64
-        # (trainbench.run.eval_parity): every device but the workload's baseline
+        # (trainbench.measure.eval_parity): every device but the workload's baseline
         "eval_parity": cell.device != baseline_device(config, cell.workload),
     }
     if variant.compile:  # only compiled cells carry it: eager cells keep their hash

@@ -1,7 +1,7 @@
 """The workload registry: bundled workloads and your own (what the config may name).
 
 A training workload is a function ``build(ctx) -> TrainingParts`` (model, optimizer,
-loaders, loss function, evaluation; see :class:`trainbench.run.training.TrainingParts`),
+loaders, loss function, evaluation; see :class:`trainbench.measure.training.TrainingParts`),
 named by an entry ``"package.module:function"``. The bundled workloads are entries
 too (``trainbench.workloads.image_cnn:build_parts``); your own is a config key:
 
@@ -12,7 +12,7 @@ too (``trainbench.workloads.image_cnn:build_parts``); your own is a config key:
         settings: {hidden: 64}        # free-form, ctx.workload_settings["settings"]
 
 Every training workload then runs through the one training loop
-(:func:`trainbench.run.training.run_training`): same timing, trackers, canary, records.
+(:func:`trainbench.measure.training.run_training`): same timing, trackers, canary, records.
 A bundled workload may also prepare a shared data artifact once
 (``prepare_data(settings, out_dir, seed) -> dict``). The matmul microbenchmark has a
 ``run(ctx)`` of its own. Modules import lazily: parsing the workflow imports no torch.

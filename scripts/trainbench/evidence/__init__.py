@@ -73,8 +73,8 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/config/checks.py",
     "scripts/trainbench/config/files.py",
     "scripts/trainbench/config/entry_check.py",
-    "scripts/trainbench/run/rerun.py",
-    "scripts/trainbench/run/recover.py",
+    "scripts/trainbench/launch/rerun.py",
+    "scripts/trainbench/launch/recover.py",
     "scripts/trainbench/evidence/*",  # packaging and checking (run: its command is recorded)
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",

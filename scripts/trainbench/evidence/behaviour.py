@@ -32,6 +32,7 @@ catches that.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -131,6 +132,13 @@ def units(source: str) -> Iterator[tuple[str, str]]:
             yield _statement_name(stmt), digest(stmt)
 
 
+@functools.lru_cache(maxsize=2048)
+def _units_of(source: str) -> tuple[tuple[str, str], ...]:
+    """:func:`units` of ``source``, computed once per process (the README's check
+    fingerprints the same files once per evidence folder)."""
+    return tuple(units(source))
+
+
 def fingerprint(root: Path, files: Iterable[str]) -> dict:
     """``{"python": {name: [digests]}, "files": {path: sha256}}`` of ``files`` under
     ``root`` (see the module docstring)."""
@@ -141,7 +149,7 @@ def fingerprint(root: Path, files: Iterable[str]) -> dict:
         if not path.is_file():
             continue
         if path.suffix == ".py":
-            for unit, value in units(path.read_text()):
+            for unit, value in _units_of(path.read_text()):
                 python.setdefault(unit, []).append(value)
         else:
             other[name] = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 from trainbench.evidence import EVIDENCE_FILE, Made, collect_run, run_logged, write_evidence
-from trainbench.run.environment import git_commit, gpu_models, host_facts
+from trainbench.launch.environment import git_commit, gpu_models, host_facts
 
 
 @dataclass(frozen=True)

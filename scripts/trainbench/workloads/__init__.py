@@ -1,4 +1,4 @@
-"""The bundled workloads (one module each, built on trainbench.run.training), and
+"""The bundled workloads (one module each, built on trainbench.measure.training), and
 their registry's names re-exported from :mod:`trainbench.config.registry` (the
 config's catalogue of workloads, below the run side)."""
 

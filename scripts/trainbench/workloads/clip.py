@@ -31,11 +31,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from torch import nn
-from trainbench.run.context import RunContext
-from trainbench.run.data import BatchTensorDataset
-from trainbench.run.devices import fused_optimizer
-from trainbench.run.precision import upcast
-from trainbench.run.training import TrainingParts, run_training
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import BatchTensorDataset
+from trainbench.measure.devices import fused_optimizer
+from trainbench.measure.precision import upcast
+from trainbench.measure.training import TrainingParts, run_training
 from trainbench.workloads.clip_data import (  # noqa: F401 (the data API, also reached as clip.*)
     BOS,
     COLOURS,
@@ -192,7 +192,7 @@ def contrastive_step(groups: np.ndarray) -> Step:
         )
         packed = upcast(packed).cpu()
         # Three outputs again, each on its own scale: the embeddings (unit norm) and the
-        # logit scale (up to 100) are compared apart (trainbench.run.eval_parity).
+        # logit scale (up to 100) are compared apart (trainbench.measure.eval_parity).
         outputs = (
             packed[: n * dim].reshape(n, dim),
             packed[n * dim : 2 * n * dim].reshape(n, dim),

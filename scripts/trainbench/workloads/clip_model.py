@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from trainbench.run.precision import upcast
+from trainbench.measure.precision import upcast
 from trainbench.workloads.clip_data import PAD
 
 # ----------------------------------------------------------------------------- model

@@ -1,6 +1,6 @@
 """What the bundled training workloads share: the cell's prepared data, its two
 loaders, Adam, the count of optimizer updates a warm-up schedule spans, and the
-assembly of :class:`trainbench.run.training.TrainingParts` from a workload's step."""
+assembly of :class:`trainbench.measure.training.TrainingParts` from a workload's step."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from torch import nn
-from trainbench.run.context import RunContext
-from trainbench.run.data import BatchTensorDataset, make_loader
-from trainbench.run.data import to_device as data_to_device
-from trainbench.run.devices import fused_optimizer
-from trainbench.run.training import TrainingParts
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import BatchTensorDataset, make_loader
+from trainbench.measure.data import to_device as data_to_device
+from trainbench.measure.devices import fused_optimizer
+from trainbench.measure.training import TrainingParts
 
 
 class Step(NamedTuple):
@@ -49,7 +49,7 @@ def cell_loaders(
 
 def to_device(batch: dict, device: torch.device) -> dict:
     """Every tensor of ``batch`` on ``device``: non-blocking to an accelerator, blocking
-    to the CPU (:func:`trainbench.run.data.copy_to`)."""
+    to the CPU (:func:`trainbench.measure.data.copy_to`)."""
     return data_to_device(batch, device)
 
 

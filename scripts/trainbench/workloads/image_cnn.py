@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from trainbench.run.context import RunContext
-from trainbench.run.data import BatchTensorDataset
-from trainbench.run.precision import upcast
-from trainbench.run.training import TrainingParts, run_training
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import BatchTensorDataset
+from trainbench.measure.precision import upcast
+from trainbench.measure.training import TrainingParts, run_training
 from trainbench.workloads.common import (
     Step,
     adam,

@@ -12,9 +12,9 @@ import time
 
 import torch
 import torch.utils.benchmark as benchmark
-from trainbench.run.context import RunContext
-from trainbench.run.measurement import TimingProtocol
-from trainbench.run.trackers import HostActivity, TimedRegion
+from trainbench.measure.context import RunContext
+from trainbench.measure.measurement import TimingProtocol
+from trainbench.measure.trackers import HostActivity, TimedRegion
 
 
 def run(ctx: RunContext) -> dict:

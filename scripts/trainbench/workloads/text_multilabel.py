@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from trainbench.run.context import RunContext
-from trainbench.run.data import BatchTensorDataset
-from trainbench.run.devices import fused_optimizer
-from trainbench.run.precision import upcast
-from trainbench.run.training import TrainingParts, run_training
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import BatchTensorDataset
+from trainbench.measure.devices import fused_optimizer
+from trainbench.measure.precision import upcast
+from trainbench.measure.training import TrainingParts, run_training
 from trainbench.workloads.common import (
     Step,
     assemble_parts,

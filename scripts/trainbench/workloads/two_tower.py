@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from trainbench.run.context import RunContext
-from trainbench.run.data import BatchTensorDataset, copy_to
-from trainbench.run.training import TrainingParts, run_training
+from trainbench.measure.context import RunContext
+from trainbench.measure.data import BatchTensorDataset, copy_to
+from trainbench.measure.training import TrainingParts, run_training
 from trainbench.workloads.common import (
     Step,
     adam,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from trainbench.run.precision import upcast
+from trainbench.measure.precision import upcast
 from trainbench.workloads.two_tower_data import KEY, PAD
 
 

@@ -30,8 +30,8 @@ from trainbench import workloads  # noqa: E402
 from trainbench.bench.machine import machine_facts  # noqa: E402
 from trainbench.bench.throughput_suite import Variant, cell_spec, trainbench_config  # noqa: E402
 from trainbench.common.records import atomic_write_text  # noqa: E402
-from trainbench.run.context import make_context  # noqa: E402
-from trainbench.run.training import run_training  # noqa: E402
+from trainbench.measure.context import make_context  # noqa: E402
+from trainbench.measure.training import run_training  # noqa: E402
 
 CLASSES = ("flat", "warmup", "slowdown", "no steady state")
 
@@ -123,7 +123,7 @@ def main() -> int:
             "batch_size": args.batch_size,
             "epochs": args.epochs,
             "steps_per_epoch": args.steps_per_epoch,
-            "how": "trainbench.run.training.run_training on the workload's own parts "
+            "how": "trainbench.measure.training.run_training on the workload's own parts "
             "(tests/data/steady/record.py); step times as result.steps.seconds holds them",
             "hog_after_s": args.hog_after,
             "date": dt.date.today().isoformat(),

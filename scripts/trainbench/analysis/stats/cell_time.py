@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 from trainbench.analysis.stats import frames as fr
-from trainbench.run.wall_time import MEASUREMENT, PHASES
+from trainbench.common.vocabulary import MEASUREMENT, PHASES
 
 OUTSIDE_PHASES = [p for p in PHASES if p not in MEASUREMENT]
 CELL_TIME_COLUMNS = [

@@ -1,0 +1,235 @@
+"""The measurement protocol of a cell (config section ``timing``) and the windows it
+defines: which steps and which evaluation passes a throughput is computed from.
+
+Pure functions over the per-step series the training loop recorded; see
+docs/statistics.md section 1 for the rules and the reasons for the defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from trainbench.measure.steady import (
+    NO_STEADY_STATE,
+    detect_steady_state,
+    dispersion,
+    fixed_warmup,
+    tukey_outliers,
+)
+
+DEFAULTS = {
+    "min_timed_seconds": 1.0,
+    "min_timed_steps": 20,
+    "max_eval_passes": 50,
+    "disturbed_other_cores": 0.5,
+    "min_energy_seconds": 1.0,
+    "extend_short_windows": True,
+    "max_extension_seconds": 30.0,
+    "steady_state": {"detect": True, "penalty": 3.0, "equivalence": 0.05, "max_bins": 150},
+}
+
+
+@dataclass(frozen=True)
+class TimingProtocol:
+    min_timed_seconds: float = DEFAULTS["min_timed_seconds"]
+    min_timed_steps: int = DEFAULTS["min_timed_steps"]
+    max_eval_passes: int = DEFAULTS["max_eval_passes"]
+    disturbed_other_cores: float = DEFAULTS["disturbed_other_cores"]
+    min_energy_seconds: float = DEFAULTS["min_energy_seconds"]
+    extend_short_windows: bool = DEFAULTS["extend_short_windows"]
+    max_extension_seconds: float = DEFAULTS["max_extension_seconds"]
+    detect: bool = DEFAULTS["steady_state"]["detect"]
+    penalty: float = DEFAULTS["steady_state"]["penalty"]
+    equivalence: float = DEFAULTS["steady_state"]["equivalence"]
+    max_bins: int = DEFAULTS["steady_state"]["max_bins"]
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> TimingProtocol:
+        """From a cell spec's ``timing`` (the config's, with the schema's defaults);
+        missing keys take the defaults above (the benchmarks build specs by hand)."""
+        timing = dict(spec.get("timing") or {})
+        steady = dict(timing.pop("steady_state", None) or {})
+        known = {k: v for k, v in timing.items() if k in cls.__dataclass_fields__}
+        known.update({k: v for k, v in steady.items() if k in cls.__dataclass_fields__})
+        return cls(**known)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _short_reason(seconds: float, steps: int, protocol: TimingProtocol, what: str) -> str | None:
+    reasons = []
+    if seconds < protocol.min_timed_seconds:
+        reasons.append(f"{seconds:.3g} s < {protocol.min_timed_seconds:g} s")
+    if steps < protocol.min_timed_steps:
+        reasons.append(f"{steps} {what} < {protocol.min_timed_steps}")
+    return "; ".join(reasons) or None
+
+
+def window_phase(epoch_phases: Sequence[str] | None, steps_per_epoch: int) -> dict | None:
+    """The last phase of a schedule that changes the work per step by epoch: its label,
+    its epochs (1-based, inclusive) and its first step; None without such a schedule
+    (every epoch does the same work). The measurement window starts no earlier than
+    that step on every device, so that the devices' windows time the same work."""
+    if not epoch_phases or len(set(epoch_phases)) < 2:
+        return None
+    last = epoch_phases[-1]
+    first = len(epoch_phases)
+    while first > 1 and epoch_phases[first - 2] == last:
+        first -= 1
+    return {
+        "phase": last,
+        "first_epoch": first,
+        "last_epoch": len(epoch_phases),
+        "first_step": (first - 1) * int(steps_per_epoch),
+        "method": "the workload's work per step changes by epoch; the window starts no "
+        "earlier than the first step of its last phase, on every device",
+    }
+
+
+def measurement_window(
+    step_seconds: Sequence[Sequence[float]],
+    step_samples: Sequence[int],
+    warmup_steps: int,
+    protocol: TimingProtocol,
+) -> dict:
+    """The training window of a run: steady state from the whole series (every epoch
+    concatenated), then throughput, dispersion and outliers of the window's steps.
+
+    ``step_seconds`` holds one list per epoch; ``step_samples`` one count per step."""
+    flat = [s for epoch in step_seconds for s in epoch]
+    if protocol.detect:
+        steady = detect_steady_state(
+            flat,
+            warmup_steps,
+            protocol.min_timed_steps,
+            penalty=protocol.penalty,
+            equivalence=protocol.equivalence,
+            max_bins=protocol.max_bins,
+        )
+    else:
+        steady = fixed_warmup(len(flat), warmup_steps)
+    start = steady.start_step
+    window = flat[start:]
+    seconds, samples = float(sum(window)), int(sum(step_samples[start:]))
+    reason = _short_reason(seconds, len(window), protocol, "steps")
+    return {
+        "start_step": start,
+        "steady_state": {**steady.as_dict(), "min_steps": protocol.min_timed_steps},
+        "warmup": {
+            "steps": start,
+            "samples": int(sum(step_samples[:start])),
+            "seconds": float(sum(flat[:start])),
+        },
+        "timed": {
+            "steps": len(window),
+            "samples": samples,
+            "seconds": seconds,
+            "samples_per_s": samples / seconds if seconds > 0 else None,
+            "short_window": reason is not None,
+            "short_window_reason": reason,
+            "min_seconds": protocol.min_timed_seconds,
+            "min_steps": protocol.min_timed_steps,
+        },
+        "step_latency_s": dispersion(window),
+        "outliers": tukey_outliers(window),
+    }
+
+
+# An extension aims this far past each minimum, so that the window re-measured
+# (its steady state found again over the longer series) still passes.
+EXTENSION_MARGIN = 1.2
+
+
+def extension_steps_needed(
+    window: dict,
+    energy_seconds: float | None,
+    protocol: TimingProtocol,
+    budget_seconds: float = math.inf,
+    retry_unsteady: bool = False,
+) -> tuple[int, str] | None:
+    """How many more timed steps a run needs for its training window (and, when energy
+    is measured, ``energy_seconds`` of timed training regions) to pass the protocol's
+    minimums with :data:`EXTENSION_MARGIN`, and why; None when both pass or no
+    ``budget_seconds`` are left. ``retry_unsteady``: a run with no steady state also
+    gets one more region of half its steps so far (a warm-up that ended late settles;
+    a real drift does not). Steps are counted at the window's median step time, and no
+    more than fit in the budget (at least one)."""
+    if budget_seconds <= 0:
+        return None
+    timed, latency = window["timed"], window["step_latency_s"]
+    step = latency.get("p50") or (timed["seconds"] / timed["steps"] if timed["steps"] else None)
+    if not step or step <= 0:
+        return None
+    needs, reasons = [], []
+    if timed["short_window"]:
+        seconds = protocol.min_timed_seconds * EXTENSION_MARGIN - timed["seconds"]
+        steps = math.ceil(protocol.min_timed_steps * EXTENSION_MARGIN) - timed["steps"]
+        needs.append(max(math.ceil(seconds / step), steps, 1))
+        reasons.append(f"training window {timed['short_window_reason']}")
+    if energy_seconds is not None and energy_seconds < protocol.min_energy_seconds:
+        seconds = protocol.min_energy_seconds * EXTENSION_MARGIN - energy_seconds
+        needs.append(max(math.ceil(seconds / step), 1))
+        reasons.append(f"energy window {energy_seconds:.3g} s < {protocol.min_energy_seconds:g} s")
+    steady = window.get("steady_state") or {}
+    if retry_unsteady and steady.get("classification") == NO_STEADY_STATE:
+        total = int(timed["steps"]) + int(window["warmup"]["steps"])
+        needs.append(max(total // 2, protocol.min_timed_steps))
+        reasons.append(f"no steady state in {total} steps")
+    if not needs:
+        return None
+    affordable = (
+        max(1, math.floor(budget_seconds / step)) if math.isfinite(budget_seconds) else None
+    )
+    steps = max(needs) if affordable is None else min(max(needs), affordable)
+    return steps, "; ".join(reasons)
+
+
+def epoch_windows(step_seconds: Sequence[Sequence[float]], step_samples, start: int) -> list[dict]:
+    """Per epoch: the part of the window inside it, and whether it is a full epoch
+    (every step in the window)."""
+    out, first = [], 0
+    for seconds in step_seconds:
+        n = len(seconds)
+        lo = max(start - first, 0)
+        part = seconds[lo:]
+        samples = int(sum(step_samples[first + lo : first + n]))
+        total = float(sum(part))
+        out.append(
+            {
+                "timed_steps": len(part),
+                "timed_samples": samples,
+                "timed_seconds": total,
+                "samples_per_s": samples / total if total > 0 else None,
+                "full_epoch": lo == 0 and n > 0,
+            }
+        )
+        first += n
+    return out
+
+
+def eval_window(passes: Sequence[dict], protocol: TimingProtocol) -> dict:
+    """Evaluation throughput from warm passes only; the cold first pass apart."""
+    warm = [p for p in passes if not p["cold"]]
+    cold = [p for p in passes if p["cold"]]
+    seconds = float(sum(p["seconds"] for p in warm))
+    samples = int(sum(p["samples"] for p in warm))
+    short = seconds < protocol.min_timed_seconds or not warm
+    return {
+        "passes": list(passes),
+        "cold_seconds": cold[0]["seconds"] if cold else None,
+        "warm": {"passes": len(warm), "samples": samples, "seconds": seconds},
+        "samples_per_s": samples / seconds if seconds > 0 else None,
+        "short_window": short,
+        "short_window_reason": (
+            f"warm evaluation {seconds:.3g} s < {protocol.min_timed_seconds:g} s "
+            f"after {len(passes)} passes (max_eval_passes {protocol.max_eval_passes})"
+            if short
+            else None
+        ),
+        "method": "wall clock of evaluate(), device synchronized at both edges; the first "
+        "(cold) pass reported apart; warm passes of the per-epoch evaluations, then more "
+        "passes of the final model until timing.min_timed_seconds",
+    }

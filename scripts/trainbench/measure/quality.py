@@ -1,0 +1,154 @@
+"""The quality curve of a training run: every evaluation pass during training as a point
+(metrics against cumulative training time, samples, steps, energy and the wall clock),
+from which the analysis reads time to a target (docs/statistics.md §4).
+
+Nothing here runs inside a timed region: a point is taken after its evaluation pass,
+from the counts the loop and its trackers already hold, handed over as values. Its wall time is a mark on the wall
+clock of :mod:`trainbench.measure.wall_time` (``quality_<index>``), which the launcher turns
+into seconds since the attempt started (the record's ``wall_time.marks``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from trainbench.common.vocabulary import MARK_PREFIX
+from trainbench.measure import wall_time
+
+# The default cadence: enough passes to resolve a time to target to an eighth of the run.
+DEFAULT_PASSES = 8
+# What the epoch row holds of an epoch that ends without an evaluation pass.
+NO_EVALUATION = {"seconds": None, "samples": None, "cold": None, "metrics": None}
+METHOD = (
+    "one point per evaluation pass during training (timing.eval_every), taken after the "
+    "pass: train_seconds = the timed training regions' seconds so far (synchronized at "
+    "their edges; step 0, which holds one-time compilation and initialisation, and every "
+    "evaluation pass are outside them); samples and steps = every training step so far, "
+    "step 0 included; train_joules = the energy tracker's training regions so far (its "
+    "measured domains), null where none is measured; the wall clock at the pass's end is "
+    "the record's wall_time.marks['quality_<index>'] (seconds since the attempt started)"
+)
+
+
+def eval_cadence(spec: dict, total_steps: int) -> tuple[str, int, dict]:
+    """("epochs" | "steps", N, the setting as configured) from the cell spec's
+    ``timing.eval_every`` (default: 8 passes). ``{passes: P}`` is a step cadence
+    resolved for this run: every ``max(1, total_steps // P)`` steps, which gives at
+    least P passes (the last after the last epoch), evenly spaced in steps."""
+    every = (spec.get("timing") or {}).get("eval_every") or {"passes": DEFAULT_PASSES}
+    ((unit, n),) = every.items()
+    if unit == "passes":
+        return "steps", max(1, int(total_steps) // int(n)), {"passes": int(n)}
+    return str(unit), int(n), {str(unit): int(n)}
+
+
+@contextlib.contextmanager
+def rng_untouched(device: torch.device) -> Iterator[None]:
+    """An evaluation pass that leaves the random streams as it found them: the CPU's
+    and the device's generator states are restored after it. A DataLoader draws its
+    base seed from the CPU generator each time it is iterated, so without this every
+    pass would move the dropout masks (and any other draw) of the training after it:
+    the cadence of the quality curve would change the run it measures."""
+    cpu = torch.get_rng_state()
+    module = getattr(torch, device.type, None) if device.type in ("cuda", "mps") else None
+    get_state = getattr(module, "get_rng_state", None)  # feature-detected (torch.mps)
+    saved = None
+    if get_state is not None:
+        saved = get_state(device) if device.type == "cuda" else get_state()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if saved is not None:
+            if device.type == "cuda":
+                module.set_rng_state(saved, device)
+            else:
+                module.set_rng_state(saved)
+
+
+class QualityCurve:
+    """The points of one run, in the order the passes ran."""
+
+    def __init__(self, unit: str, every: int, configured: dict | None = None):
+        self.unit, self.every = unit, every
+        self.configured = configured or {unit: every}
+        self.points: list[dict] = []
+        # Wall seconds of the passes inside each epoch (kept out of its train_seconds).
+        self.mid_epoch: dict[int, float] = defaultdict(float)
+
+    def mid_epoch_seconds(self, epoch: int) -> float:
+        return self.mid_epoch.get(epoch, 0.0)
+
+    def add(
+        self,
+        epoch: int,
+        epoch_end: bool,
+        eval_seconds: float,
+        metrics: dict[str, Any] | None,
+        *,
+        steps: int,
+        step_samples: Sequence[int],
+        region_seconds: Sequence[float],
+        energy: tuple[float | None, float | None],
+    ) -> None:
+        """The point of the evaluation pass that just ended, after ``steps`` training
+        steps of ``step_samples`` samples each, ``region_seconds`` the timed training
+        regions' seconds so far and ``energy`` the energy tracker's (joules, seconds)
+        of them (:meth:`~trainbench.measure.trackers.EnergyTracker.train_joules`)."""
+        index = len(self.points)
+        wall_time.mark(f"{MARK_PREFIX}{index}")
+        joules, energy_seconds = energy
+        self.points.append(
+            {
+                "index": index,
+                "epoch": epoch,
+                "epoch_end": epoch_end,
+                "steps": steps,
+                "samples": int(sum(step_samples)),
+                "train_seconds": math.fsum(region_seconds),
+                "train_joules": joules,
+                "energy_window_seconds": energy_seconds,
+                "eval_seconds": eval_seconds,
+                "metrics": copy.deepcopy(metrics) if metrics is not None else None,
+            }
+        )
+
+    def summary(self) -> dict:
+        """The record's ``quality``."""
+        return {
+            "eval_every": {self.unit: self.every},
+            "configured": self.configured,
+            "granularity": f"an evaluation every {self.every} "
+            f"{self.unit if self.every != 1 else self.unit.removesuffix('s')}"
+            " and after the last epoch"
+            + (
+                f" ({self.configured['passes']} passes asked)"
+                if "passes" in self.configured
+                else ""
+            ),
+            "points": self.points,
+            "method": METHOD,
+        }
+
+
+def stretches(
+    first_step: int, steps_per_epoch: int, every: int, ends_with_pass: bool
+) -> list[tuple[int, int, bool]]:
+    """An epoch's stretches between evaluation passes, with ``eval_every: {steps:
+    every}`` counted over the whole run from ``first_step`` (the run's steps before the
+    epoch): ``(start, stop, pass after it)`` in the epoch's steps. The last stretch's pass
+    is left to the epoch's end where the epoch ends with one (``ends_with_pass``)."""
+    found: list[tuple[int, int, bool]] = []
+    done = 0
+    while done < steps_per_epoch:
+        stop = min(steps_per_epoch, done + every - (first_step + done) % every)
+        epoch_end = stop == steps_per_epoch and ends_with_pass
+        found.append((done, stop, (first_step + stop) % every == 0 and not epoch_end))
+        done = stop
+    return found
