@@ -1,5 +1,5 @@
 """The record table ``quality`` (rule ``aggregate``): one row per ok training record and
-evaluation pass during training — the run's quality curve (trainbench.run.quality), facts
+evaluation pass during training — the run's quality curve (trainbench.measure.quality), facts
 copied out of the record, nothing computed but the wall clock's origin. Time to a target
 is read from it by :mod:`trainbench.analysis.stats.targets`.
 

@@ -244,7 +244,7 @@ class Result:
     kind: str | None = None
     timed: Timed = Timed()
     steady_state: SteadyState = SteadyState()
-    # the schedule phase the window is held to (trainbench.run.measurement.window_phase)
+    # the schedule phase the window is held to (trainbench.measure.measurement.window_phase)
     window_phase: Mapping[str, Any] | None = None
     warmup: Warmup = Warmup()
     step_latency_s: StepLatency = StepLatency()
@@ -260,8 +260,8 @@ class Result:
     mining: Mining = Mining()
     verification: Mapping[str, Any] = field(default_factory=dict)
     step_breakdown: Mapping[str, Any] | None = None  # the diagnostic pass (step_breakdown.py)
-    eval_parity: Mapping[str, Any] | None = None  # trainbench.run.eval_parity (None: not run)
-    quality: Mapping[str, Any] | None = None  # trainbench.run.quality (None: older records)
+    eval_parity: Mapping[str, Any] | None = None  # trainbench.measure.eval_parity (None: not run)
+    quality: Mapping[str, Any] | None = None  # trainbench.measure.quality (None: older records)
     energy: Energy | None = None  # None: no energy section (microbenchmarks, old runs)
     sizes: list = field(default_factory=list)  # microbenchmark: one entry per matrix size
 
@@ -283,7 +283,7 @@ class RecordView:
     environment: Environment = Environment()
     settings_in_force: Mapping[str, Any] = field(default_factory=dict)
     numerics: Mapping[str, Any] | None = None
-    wall_time: Mapping[str, Any] = field(default_factory=dict)  # trainbench.run.wall_time
+    wall_time: Mapping[str, Any] = field(default_factory=dict)  # trainbench.measure.wall_time
 
 
 def view_record(record: Mapping[str, Any]) -> RecordView:

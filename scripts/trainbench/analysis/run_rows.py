@@ -10,7 +10,7 @@ import numpy as np
 from trainbench.analysis.record_view import Energy, Host, RecordView, Result, view_record
 from trainbench.common.vocabulary import PHASES
 
-# Energy over the timed training regions (trainbench.run.trackers.energy): see _energy_facts.
+# Energy over the timed training regions (trainbench.measure.trackers.energy): see _energy_facts.
 ENERGY_DOMAINS = ("gpu", "cpu", "dram", "ane")
 ENERGY_COLUMNS = [
     "energy_status", "energy_reason", "energy_window_seconds", "energy_regions",
@@ -26,13 +26,13 @@ WALL_COLUMNS = [
     "wall_measurement_share", "wall_interrupted", *(f"wall_{p}_seconds" for p in PHASES),
     "start_method", "start_server", "start_server_startup_seconds",
 ]  # fmt: skip
-# The diagnostic pass after the timed window (trainbench.run.step_breakdown): medians per step.
+# The diagnostic pass after the timed window (trainbench.measure.step_breakdown): medians per step.
 BREAKDOWN_COLUMNS = [
     "bd_steps", "bd_seconds", "bd_data_wait_s", "bd_host_issue_s", "bd_step_s",
     "bd_device_s", "bd_kernel_s", "bd_cpu_s", "bd_threads", "bd_error",
 ]  # fmt: skip
 # The final weights evaluated on the device and by the CPU in float64 and float32
-# (trainbench.run.eval_parity): the worst output's error, floor, envelope and ratio.
+# (trainbench.measure.eval_parity): the worst output's error, floor, envelope and ratio.
 EVAL_PARITY_COLUMNS = [
     "eval_parity_status", "eval_parity_precision", "eval_parity_precision_reason",
     "eval_parity_error", "eval_parity_floor", "eval_parity_envelope", "eval_parity_error_ratio",
@@ -190,7 +190,7 @@ def _verification_facts(verification: Mapping, settings: Mapping) -> dict:
 
 
 def _numerics_facts(numerics: Mapping | None) -> dict:
-    """The numerical canary (trainbench.run.canary): status (pass, fail, error; None
+    """The numerical canary (trainbench.measure.canary): status (pass, fail, error; None
     when the record has no canary), the failed ops, the largest relative error over
     the ops and the largest error/tolerance ratio (infinite for a non-finite output),
     the first failed op's error and tolerance, and the message of an error."""
@@ -225,7 +225,7 @@ def _op_error(op: Mapping) -> float | None:
 
 
 def _wall_facts(wall: Mapping) -> dict:
-    """The record's ``wall_time`` (trainbench.run.wall_time): the final attempt's duration,
+    """The record's ``wall_time`` (trainbench.measure.wall_time): the final attempt's duration,
     its measurement and the rest, the phase it was interrupted in, seconds per phase
     (absent: a phase not reached before a failure; records older than the breakdown
     have none)."""
@@ -236,7 +236,7 @@ def _wall_facts(wall: Mapping) -> dict:
 
 
 def _breakdown_facts(breakdown: Mapping | None) -> dict:
-    """The diagnostic pass's medians (trainbench.run.step_breakdown); absent: none ran."""
+    """The diagnostic pass's medians (trainbench.measure.step_breakdown); absent: none ran."""
     b = breakdown or {}
     keys = {"bd_steps": "steps", "bd_seconds": "seconds", "bd_data_wait_s": "data_wait_s",
             "bd_host_issue_s": "host_issue_s", "bd_step_s": "step_s", "bd_device_s": "device_s",
@@ -246,7 +246,7 @@ def _breakdown_facts(breakdown: Mapping | None) -> dict:
 
 
 def _eval_parity_facts(parity: Mapping | None) -> dict:
-    """The evaluation comparison (trainbench.run.eval_parity); absent: none ran."""
+    """The evaluation comparison (trainbench.measure.eval_parity); absent: none ran."""
     p = parity or {}
     keys = {"eval_parity_status": "status", "eval_parity_precision": "precision",
             "eval_parity_error": "device_error", "eval_parity_floor": "floor",
@@ -263,7 +263,7 @@ def _eval_parity_facts(parity: Mapping | None) -> dict:
 
 
 def _start_facts(attempts: list) -> dict:
-    """How the final attempt's child started (trainbench.run.fork_server): ``fork_server``
+    """How the final attempt's child started (trainbench.launch.fork_server): ``fork_server``
     or ``spawn``; the server (host:pid:start time, one per run and environment) and its
     own start-up seconds (the imports its children did not pay)."""
     start = (attempts[-1].get("start") if attempts else None) or {}

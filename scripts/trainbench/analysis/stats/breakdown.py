@@ -1,7 +1,7 @@
 """Where each device's step time goes, and what bounds it: the ``step_breakdown`` table.
 
 From each ok training run's diagnostic pass (``runs.csv``'s ``bd_*`` columns;
-:mod:`trainbench.run.step_breakdown`) and its timed window's median step (``step_p50_s``,
+:mod:`trainbench.measure.step_breakdown`) and its timed window's median step (``step_p50_s``,
 the steady step ``S``), per run:
 
 * ``data_wait_share`` — the data wait ÷ ``S``;

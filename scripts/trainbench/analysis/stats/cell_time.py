@@ -2,7 +2,7 @@
 
 One row per device (config order, then any others sorted), over its ok records that
 carry a wall-time breakdown (the record's ``wall_time``, ``runs.csv``'s ``wall_*``
-columns; :mod:`trainbench.run.wall_time`). A cell's wall time is its final attempt's
+columns; :mod:`trainbench.measure.wall_time`). A cell's wall time is its final attempt's
 duration, from the launcher starting the child process to the child's exit;
 measurement is its canary, warm-up, timed training, extension and evaluation; the rest
 (process start and imports, device initialisation, data and model set-up, training
@@ -19,7 +19,7 @@ bookkeeping, analysis, writing, exit, unattributed) is the cost of measuring.
   of parts need not add up to the median of the whole);
 * ``max_unattributed_seconds`` — the largest time a cell's phases left unattributed;
 * ``forked_cells`` — cells whose child was forked from the run's pre-imported server
-  (trainbench.run.fork_server), the rest spawned; ``server_startup_seconds`` — the
+  (trainbench.launch.fork_server), the rest spawned; ``server_startup_seconds`` — the
   start-up (imports, the first optimizer's one-time work) of every server those cells
   came from, summed over servers: paid once per run, not per cell, and counted in the
   ``process_start_and_imports`` of the one cell that waited for it.

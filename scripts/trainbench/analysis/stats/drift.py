@@ -4,14 +4,14 @@ sensitive check; docs/statistics.md, "Parity").
 
 Repeat k of the device and of the baseline start from the same weights and see the
 same batches (they share ``run_seed``), and so does repeat k's float64 reference
-(:mod:`trainbench.run.reference`). For each of the reference's steps t:
+(:mod:`trainbench.launch.reference`). For each of the reference's steps t:
 
 * the device's error  e_D(t) = |L_D(t) − L_R(t)| / |L_R(t)|,
 * the baseline's error e_B(t) = max(|L_B(t) − L_R(t)| / |L_R(t)|, u_fp32) — how far the
   baseline's float32 arithmetic strays on this workload at this step (never below
   float32's own rounding of the loss, u_fp32 = 2⁻²⁴);
 * the envelope of a correct device of precision p: m_p × (u_p / u_fp32) × e_B(t), where
-  u_p is p's unit roundoff (:data:`trainbench.run.precision.UNIT_ROUNDOFF`: bf16 2⁻⁸, TF32
+  u_p is p's unit roundoff (:data:`trainbench.common.precision_classes.UNIT_ROUNDOFF`: bf16 2⁻⁸, TF32
   and fp16 2⁻¹¹) — to first order a rounding error propagates linearly, so an
   arithmetic k times coarser strays k times further — and m_p the allowance for
   correct kernels of that precision doing other arithmetic than the baseline's

@@ -1,7 +1,7 @@
 """Energy: the ``energy`` table, from the energy columns of runs.csv.
 
 Each ok training record carries the energy of its timed training regions (step 0 and
-evaluation excluded; :mod:`trainbench.run.trackers.energy`): the total joules of the
+evaluation excluded; :mod:`trainbench.measure.trackers.energy`): the total joules of the
 domains it could read (``energy_domains``: gpu from NVML, cpu and dram from RAPL or
 IOReport, ane from IOReport), ``joules_per_sample`` and ``samples_per_joule``, or an
 ``energy_status`` of ``short window`` / ``unavailable`` with ``energy_reason``.

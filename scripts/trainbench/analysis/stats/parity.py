@@ -24,7 +24,7 @@ compares them **pair by pair**, per workload × device × batch size, with two c
    seed moves it. Within the margin proves little (seeds move results a lot): it never
    passes a device alone.
 
-3. **Evaluation** (trainbench.run.eval_parity, can fail a device and is needed to pass
+3. **Evaluation** (trainbench.measure.eval_parity, can fail a device and is needed to pass
    one): each ok repeat's last-epoch evaluation outputs on the device against the same
    weights evaluated by the CPU in float64, within the envelope its precision class
    builds on the network's own float32 error (the same weights evaluated by the CPU in
@@ -276,7 +276,7 @@ def _status(value) -> str | None:
 
 
 def eval_comparison(rows: list[dict]) -> dict:
-    """The evaluation comparison of a device's ok repeats (trainbench.run.eval_parity, the
+    """The evaluation comparison of a device's ok repeats (trainbench.measure.eval_parity, the
     runs' ``eval_parity_*`` columns): ``fail`` when any repeat failed, ``error`` when
     one could not be compared, ``not run`` when a repeat has none, else ``pass``; the
     numbers of the repeat with the largest error ÷ envelope, and the metric difference

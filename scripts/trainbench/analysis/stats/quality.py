@@ -30,7 +30,7 @@
 window, eval short window, no steady state, slowdown — per ok record of runs.csv —,
 noisy, bimodal — per workload × device, batch_size and rep empty), workload, device,
 batch_size, rep, detail (the numbers). ``numerics``: the record's numerical canary
-(:mod:`trainbench.run.canary`) failed — "matmul_transposed rel. error 0.21 > 0.01", then
+(:mod:`trainbench.measure.canary`) failed — "matmul_transposed rel. error 0.21 > 0.01", then
 any other failed ops — or raised ("canary error: <message>"); microbenchmark records
 included. Sorted by kind in that order, then workload, device, batch size, rep.
 """

@@ -11,7 +11,7 @@ configuration in force and the verification checks over the ok runs.
 * autocast_pass: autocast_active equals autocast_requested in every run;
   autocast_detail: "requested in 9/9 runs, active in 9/9"; autocast_output_dtype;
 * fallback_pass: no CPU fallback op in any run; fallback_detail: the ops, or "none seen";
-* numerics_pass: the numerical canary (:mod:`trainbench.run.canary`: a battery of ops on
+* numerics_pass: the numerical canary (:mod:`trainbench.measure.canary`: a battery of ops on
   the device against CPU float64, before training) passed in every ok run that ran
   it — false when it failed or raised in any, empty when no run has a canary (records
   from before it existed); numerics_detail: "9/9 runs pass", "fail in 2/9 runs:
