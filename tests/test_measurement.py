@@ -150,8 +150,10 @@ def _spec(epochs: int, min_seconds: float, max_passes: int = 50) -> dict:
         "workload_settings": {"epochs": epochs, "warmup_steps": 2, "max_steps_per_epoch": 6},
         "launcher": {"progress": "never"},
         "run_seed": 0,
-        "timing": {"min_timed_seconds": min_seconds, "max_eval_passes": max_passes},
-    }
+        # One pass per epoch: the calibration after training is what these count.
+        "timing": {"min_timed_seconds": min_seconds, "max_eval_passes": max_passes,
+                   "eval_every": {"epochs": 1}},
+    }  # fmt: skip
 
 
 def _parts(eval_seconds: list[float]) -> TrainingParts:
@@ -210,9 +212,9 @@ def test_a_one_epoch_run_still_gets_warm_evaluation_passes():
 def test_evaluation_that_never_reaches_the_minimum_is_a_short_window():
     spec = _spec(epochs=1, min_seconds=5.0, max_passes=3)
     result = run_training(_parts([0.01]), _context(spec))
-    assert len(result["eval"]["passes"]) == 3
+    assert len(result["eval"]["passes"]) == 1 + 3  # the curve's, then 3 calibration passes
     assert result["eval"]["short_window"] is True
-    assert "after 3 passes" in result["eval"]["short_window_reason"]
+    assert "after 4 passes" in result["eval"]["short_window_reason"]
 
 
 # ----------------------------------------------------------------------------- disturbed

@@ -35,7 +35,7 @@ def _config(tmp_path):
 def test_plan_and_cell_specs(tmp_path):
     config = parity_power.load_config(_config(tmp_path))
     assert config["workloads"].keys() == {"image_cnn"}  # training workloads only
-    assert config["timing"]["max_eval_passes"] == 1  # no calibration passes
+    assert config["timing"]["max_eval_passes"] == 0  # no calibration passes
     chosen = parity_power.columns([0.03, 0.3])
     assert list(chosen)[:6] == ["baseline", "reference", "clean", "threads2", "avx2", "bf16"]
     assert [c for c in chosen if c.startswith("fault")] == ["fault3%", "fault30%"]

@@ -184,6 +184,9 @@ def _spec(
         "timing": {
             "steady_state": {"detect": False},
             "max_eval_passes": 3,
+            # One pass per epoch: these tests count per epoch (the cadences are
+            # tested in test_quality_curve.py).
+            "eval_every": {"epochs": 1},
             "extend_short_windows": False,
             # Counts of the timed loop alone (the diagnostic pass: test_step_breakdown.py).
             "step_breakdown": {"enabled": False},
@@ -260,8 +263,9 @@ def test_training_sync_count_is_independent_of_steps():
     assert many["timed"]["steps"] == 30 + 32
     assert dev_few.syncs == dev_many.syncs
     # Small constant: step 0's edges and the placement check, then per epoch the
-    # region's edges and the evaluation's, then the calibration passes' edges.
-    assert dev_few.syncs <= 6 * 2 + 2
+    # region's edges and the evaluation's, then the calibration passes' edges (at most
+    # max_eval_passes 3 of them).
+    assert dev_few.syncs <= 2 + 2 * (2 + 2) + 3 * 2
 
 
 def test_training_sync_count_per_epoch_is_constant():

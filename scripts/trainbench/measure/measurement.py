@@ -225,7 +225,8 @@ def eval_window(passes: Sequence[dict], protocol: TimingProtocol) -> dict:
         "short_window": short,
         "short_window_reason": (
             f"warm evaluation {seconds:.3g} s < {protocol.min_timed_seconds:g} s "
-            f"after {len(passes)} passes (max_eval_passes {protocol.max_eval_passes})"
+            f"after {len(passes)} passes (the quality curve's and up to max_eval_passes "
+            f"{protocol.max_eval_passes} more)"
             if short
             else None
         ),

@@ -417,9 +417,9 @@ class TrainingLoop:
 
     def calibrate_evaluation(self) -> None:
         """More timed passes of the final model until the warm passes fill the minimum
-        window (as pyperf calibrates): at most max_eval_passes, or 5 after a dense curve."""
+        window (as pyperf calibrates): at most max_eval_passes of them after the curve's."""
         protocol, passes = self.settings.protocol, self.state.eval_passes
-        limit = max(protocol.max_eval_passes, len(passes) + 5)
+        limit = len(passes) + protocol.max_eval_passes
         while len(passes) < limit:
             warm = [p for p in passes if not p["cold"]]
             if warm and sum(p["seconds"] for p in warm) >= protocol.min_timed_seconds:
