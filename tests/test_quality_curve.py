@@ -44,22 +44,26 @@ def test_every_epoch_one_point_per_epoch():
 
 
 @pytest.mark.parametrize(
-    ("steps", "epochs", "every", "points"),
+    ("steps", "epochs", "per_epoch", "points"),
     [
-        (8, 3, 3, [3, 6, 9, 12, 15, 18, 21, 24]),  # 24 steps: every 3, 8 passes
-        (8, 2, 2, [2, 4, 6, 8, 10, 12, 14, 16]),  # 16 steps: every 2
-        (5, 1, 1, [1, 2, 3, 4, 5]),  # fewer steps than passes: every step
-        (10, 2, 2, [2, 4, 6, 8, 10, 12, 14, 16, 18, 20]),  # 20 // 8 = 2: 10 passes
+        (8, 3, 3, [3, 5, 8, 11, 13, 16, 19, 21, 24]),  # ceil(8 / 3) = 3 an epoch: 9 passes
+        (8, 2, 4, [2, 4, 6, 8, 10, 12, 14, 16]),  # 4 an epoch: 8 passes
+        (5, 1, 5, [1, 2, 3, 4, 5]),  # fewer steps than passes: every step
+        (10, 2, 4, [2, 5, 8, 10, 12, 15, 18, 20]),  # 2.5 steps apart, rounded
     ],
 )
-def test_default_cadence_is_at_least_8_passes_evenly_spaced(steps, epochs, every, points):
+def test_default_cadence_is_at_least_8_passes_evenly_spaced(steps, epochs, per_epoch, points):
     result, _ = _run_with(None, steps=steps, epochs=epochs)
     quality = result["quality"]
-    assert quality["eval_every"] == {"steps": every}
+    assert quality["eval_every"] == {"per_epoch": per_epoch}
     assert quality["configured"] == {"passes": 8}
     assert [p["steps"] for p in quality["points"]] == points
-    assert quality["points"][-1]["epoch_end"]
-    assert "8 passes asked" in quality["granularity"]
+    # Every epoch ends with a pass: the per-epoch tables keep their evaluation.
+    assert [p["steps"] for p in quality["points"] if p["epoch_end"]] == [
+        steps * (e + 1) for e in range(epochs)
+    ]
+    assert all(e["eval_metrics"] is not None for e in result["epochs"])
+    assert "evaluations per epoch" in quality["granularity"]
 
 
 def test_a_dense_curve_still_calibrates_a_short_evaluation_window():

@@ -558,14 +558,17 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
     def overlaps(a, b):
         return a[0] < b[1] and b[0] < a[1]
 
-    # one training region per epoch (and per extension region after the last epoch,
-    # which lengthens this tiny model's short window), one evaluation per epoch, then
+    # one training region per stretch between the curve's passes (the default cadence
+    # puts several in an epoch; and one per extension region after the last epoch,
+    # which lengthens this tiny model's short window), one evaluation per pass, then
     # calibration passes of the final model
     extension = result["extension"]["regions"]
-    assert len(timed) == 3 + extension and len(evaluations) >= 3 and len(hooks) == 3
-    # two mining epochs and the scoring of each epoch's evaluation (calibration passes
+    passes = len(result["quality"]["points"])
+    assert passes > 3  # the epochs are split
+    assert len(timed) == passes + extension and len(evaluations) >= passes and len(hooks) == 3
+    # two mining epochs and the scoring of each pass of the curve (calibration passes
     # of the final model are timed but not scored)
-    assert len(searches) == 2 + 3
+    assert len(searches) == 2 + passes
     for search in searches:
         assert not any(overlaps(search, region) for region in timed + evaluations)
     mining_searches = [s for s in searches if any(h[0] <= s[0] and s[1] <= h[1] for h in hooks)]

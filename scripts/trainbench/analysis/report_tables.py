@@ -190,8 +190,9 @@ def target_text(r: Row | None) -> str:
         return ""
     unit, _, n = text_of(r.get("eval_every")).partition(" ")
     every = unit.removesuffix("s") if n == "1" else f"{n} {unit}"
+    cadence = f"{n} times per epoch" if unit == "per_epoch" else f"every {every}"
     return (f"`{text_of(r.get('metric'))}` {text_of(r.get('direction'))} "
-            f"{sig(r.get('target'))}, evaluated every {every}")  # fmt: skip
+            f"{sig(r.get('target'))}, evaluated {cadence}")  # fmt: skip
 
 
 def _windows(r: Row) -> str:

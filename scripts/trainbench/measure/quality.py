@@ -23,6 +23,7 @@ from trainbench.measure import wall_time
 
 # The default cadence: enough passes to resolve a time to target to an eighth of the run.
 DEFAULT_PASSES = 8
+PER_EPOCH = "per_epoch"  # the unit a {passes: P} cadence resolves to
 # What the epoch row holds of an epoch that ends without an evaluation pass.
 NO_EVALUATION = {"seconds": None, "samples": None, "cold": None, "metrics": None}
 METHOD = (
@@ -36,16 +37,26 @@ METHOD = (
 )
 
 
-def eval_cadence(spec: dict, total_steps: int) -> tuple[str, int, dict]:
-    """("epochs" | "steps", N, the setting as configured) from the cell spec's
-    ``timing.eval_every`` (default: 8 passes). ``{passes: P}`` is a step cadence
-    resolved for this run: every ``max(1, total_steps // P)`` steps, which gives at
-    least P passes (the last after the last epoch), evenly spaced in steps."""
+def eval_cadence(spec: dict, steps_per_epoch: int, epochs: int) -> tuple[str, int, dict]:
+    """(unit, N, the setting as configured) from the cell spec's ``timing.eval_every``
+    (default: 8 passes). ``{passes: P}`` resolves for this run to ``("per_epoch", k)``:
+    k = ceil(P / epochs) passes in every epoch (at most one per step), evenly spaced in
+    its steps, the last at its end; at least P passes in all, and every epoch ends with
+    one (the per-epoch tables keep their evaluation)."""
     every = (spec.get("timing") or {}).get("eval_every") or {"passes": DEFAULT_PASSES}
     ((unit, n),) = every.items()
     if unit == "passes":
-        return "steps", max(1, int(total_steps) // int(n)), {"passes": int(n)}
+        per_epoch = min(max(1, int(steps_per_epoch)), -(-int(n) // max(1, int(epochs))))
+        return PER_EPOCH, per_epoch, {"passes": int(n)}
     return str(unit), int(n), {str(unit): int(n)}
+
+
+def epoch_stretches(steps_per_epoch: int, per_epoch: int) -> list[tuple[int, int, bool]]:
+    """An epoch's stretches for ``per_epoch`` evenly spaced passes: ``(start, stop, pass
+    after it)``, the last stretch's pass left to the epoch's end."""
+    bounds = sorted({round(j * steps_per_epoch / per_epoch) for j in range(1, per_epoch + 1)})
+    starts = [0, *bounds[:-1]]
+    return [(a, b, b != steps_per_epoch) for a, b in zip(starts, bounds, strict=True) if b > a]
 
 
 @contextlib.contextmanager
@@ -124,9 +135,13 @@ class QualityCurve:
         return {
             "eval_every": {self.unit: self.every},
             "configured": self.configured,
-            "granularity": f"an evaluation every {self.every} "
-            f"{self.unit if self.every != 1 else self.unit.removesuffix('s')}"
-            " and after the last epoch"
+            "granularity": (
+                f"{self.every} evaluations per epoch, evenly spaced, the last at its end"
+                if self.unit == PER_EPOCH
+                else f"an evaluation every {self.every} "
+                f"{self.unit if self.every != 1 else self.unit.removesuffix('s')}"
+                " and after the last epoch"
+            )
             + (
                 f" ({self.configured['passes']} passes asked)"
                 if "passes" in self.configured

@@ -118,7 +118,7 @@ class TrainingLoop:
         self.trackers = [self.energy, self.host, self.memory, self.timer]
         # Compiled steps keep a copy (a CUDA-graph replay overwrites its outputs).
         self._keep = _detached_copy if self.compile_mode else _detached
-        cadence = quality.eval_cadence(ctx.spec, self.steps_per_epoch * settings.epochs)
+        cadence = quality.eval_cadence(ctx.spec, self.steps_per_epoch, settings.epochs)
         self.eval_unit, self.eval_every = cadence[:2]
         self.quality = quality.QualityCurve(*cadence)  # evaluation passes: timing.eval_every
         self.final_evaluation: eval_parity.FinalEvaluation | None = None
@@ -241,24 +241,29 @@ class TrainingLoop:
         """Whether ``epoch`` ends with an evaluation: every ``eval_every`` epochs, and
         the last one always (parity and the task's metrics read it)."""
         last = epoch == self.settings.epochs
-        return last or (self.eval_unit == "epochs" and epoch % self.eval_every == 0)
+        every_epoch = self.eval_unit == quality.PER_EPOCH
+        return last or every_epoch or (self.eval_unit == "epochs" and epoch % self.eval_every == 0)
 
     def train_epoch_steps(self, epoch: int) -> tuple[list, dict, list[float]]:
         """One epoch's steps: one timed region, or, with ``eval_every: {steps: N}``,
         one region per stretch between evaluations (:func:`.quality.stretches`), each
         pass outside them and the model back in training mode after it. Returns the
         epoch's losses, stats and step seconds, as one region would."""
-        if self.eval_unit != "steps":
+        if self.eval_unit == "epochs":
             return self.train_steps(epoch, self.steps_per_epoch)
         losses: list = []
         stats: dict[str, list] = {}
         seconds: list[float] = []
         batches = self.batches()
-        plan = quality.stretches(
-            self.state.global_step,
-            self.steps_per_epoch,
-            self.eval_every,
-            self.evaluates_after(epoch),
+        plan = (
+            quality.epoch_stretches(self.steps_per_epoch, self.eval_every)
+            if self.eval_unit == quality.PER_EPOCH
+            else quality.stretches(
+                self.state.global_step,
+                self.steps_per_epoch,
+                self.eval_every,
+                self.evaluates_after(epoch),
+            )
         )
         for start, stop, evaluate in plan:
             part = self.train_steps(epoch, stop - start, batches, start=start)
