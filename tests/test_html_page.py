@@ -61,7 +61,8 @@ def test_links_resolve_from_the_page_and_reports_link_to_their_pages(tmp_path):
 EMOJI = re.compile("[\u2600-\u27bf\u2b00-\u2bff\ufe0e\ufe0f\U0001f000-\U0001faff]")
 # Each mark the Markdown reports write, the badge's class and its words.
 BADGES = {"✅": ("mark-ok", "ok"), "❌": ("mark-failed", "failed"),
-          "⚠️": ("mark-warning", "warning"), "⚪": ("mark-unavailable", "unavailable")}  # fmt: skip
+          "⚠️": ("mark-warning", "warning"), "⚪": ("mark-unavailable", "unavailable"),
+          "🔎": ("mark-check", "check")}  # fmt: skip
 
 
 def test_every_mark_the_reports_can_write_has_a_badge():

@@ -39,6 +39,7 @@ img { max-width: 100%; }
 .mark-warning { background: #9a6700; }
 .mark-failed { background: #cf222e; }
 .mark-unavailable { background: #57606a; }
+.mark-check { background: #0969da; }
 """
 # The emoji the Markdown reports write, each with its badge's words (its class: mark-
 # and the words) and what it stands for (its tooltip): the verdicts' symbols
@@ -50,6 +51,7 @@ MARKS = {
     "\u274c": ("failed", "not working, failed cells, or the baseline with failures"),
     "\u26a0": ("warning", "insufficient data, disturbed or not faster: read with care"),
     "\u26aa": ("unavailable", "device unavailable: not measured"),
+    "\U0001f50e": ("check", "a check beside the verdict, not a failure: read its reason"),
 }
 # A mark with its variation selector (U+FE0F emoji, U+FE0E text), or a selector alone.
 MARK = re.compile(f"([{''.join(MARKS)}])[\ufe0e\ufe0f]?|[\ufe0e\ufe0f]")
