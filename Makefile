@@ -53,9 +53,13 @@ report: $(RUNTIME)
 # timed tests, its speed guard: a test without the `slow` mark that took more than the
 # limit of tests/speed_guard.py (8 s of its own; a shared session-scoped run 90 s) fails
 # `make test`: mark it slow (make test-slow) or let it share one session-scoped run.
+# The fast suites run in TEST_WORKERS pytest-xdist processes (auto: one per CPU), whole
+# files to a worker, so a module's shared run is set up once; TEST_WORKERS=0: one process.
 DURATIONS ?= .test-durations.json
+TEST_WORKERS ?= auto
+FAST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 test: $(DEV)
-	$(BIN)/pytest -m "not slow and not cluster" --durations-file $(DURATIONS) $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow and not cluster" $(FAST_WORKERS) --durations-file $(DURATIONS) $(PYTEST_ARGS)
 	$(BIN)/python tests/speed_guard.py $(DURATIONS)
 
 # The speed guard again over the last `make test`'s durations.
@@ -66,7 +70,7 @@ test-durations:
 # on a CPU without them: a cell or test that needs a kernel this lacks must become
 # `unavailable` or skip with the reason (trainbench.measure.cpu_features), never crash.
 test-isa: $(DEV)
-	ONEDNN_MAX_CPU_ISA=AVX2 $(BIN)/pytest -m "not slow and not cluster" $(PYTEST_ARGS)
+	ONEDNN_MAX_CPU_ISA=AVX2 $(BIN)/pytest -m "not slow and not cluster" $(FAST_WORKERS) $(PYTEST_ARGS)
 
 # Every test with real processes, signals and workflows, but no cluster (nor browser).
 test-slow: $(DEV)

@@ -31,6 +31,7 @@ import pytest
 TEST_LIMIT_S = 8.0
 SHARED_LIMIT_S = 90.0
 SHARED_SCOPES = ("module", "class", "package", "session")
+WORKER_KEY = "trainbench_speed_guard"  # what an xdist worker hands its controller
 
 
 class SpeedGuard:
@@ -43,6 +44,7 @@ class SpeedGuard:
         self.shared: dict[str, float] = {}
         self._depth = 0  # shared fixtures being set up (one inside another counts once)
         self._current: dict | None = None
+        self.started = time.perf_counter()
 
     def _entry(self, item: pytest.Item) -> dict:
         return self.tests.setdefault(
@@ -83,14 +85,33 @@ class SpeedGuard:
         elif report.failed:
             entry["outcome"] = "failed"
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.path is None:
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """pytest-xdist's controller: a worker's tests and shared fixtures join the
+        controller's (each worker sets up its own shared fixtures; a fixture set up by
+        two workers is listed once per worker, by the worker's name)."""
+        found = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        if not found:
             return
+        found = json.loads(found)
+        self.tests.update(found["tests"])
+        worker = node.gateway.id
+        for name, seconds in found["shared"].items():
+            self.shared[f"{name} [{worker}]"] = seconds
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         for entry in self.tests.values():
             total = entry["setup"] + entry["call"] + entry["teardown"]
-            entry["own"] = max(0.0, total - entry["shared"])
+            entry.setdefault("own", max(0.0, total - entry["shared"]))
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: the controller writes the file
+            workeroutput[WORKER_KEY] = json.dumps({"tests": self.tests, "shared": self.shared})
+            return
+        if self.path is None:
+            return
         self.path.write_text(json.dumps(
             {"test_limit_s": TEST_LIMIT_S, "shared_limit_s": SHARED_LIMIT_S,
+             "wall_s": time.perf_counter() - self.started,
              "tests": self.tests, "shared": self.shared}, indent=1, sort_keys=True))  # fmt: skip
 
 
@@ -115,8 +136,9 @@ def summary(found: dict, top: int = 5) -> str:
     own = sum(e["own"] for e in ran.values())
     shared = sum(found["shared"].values())
     slowest = sorted(ran.items(), key=lambda kv: kv[1]["own"], reverse=True)[:top]
-    lines = [f"{len(ran)} tests ran: {own:.0f} s of their own, {shared:.0f} s of shared "
-             f"fixtures; slowest:"]  # fmt: skip
+    wall = f" in {found['wall_s']:.0f} s of wall time" if "wall_s" in found else ""
+    lines = [f"{len(ran)} tests ran{wall}: {own:.0f} s of their own, {shared:.0f} s of "
+             f"shared fixtures; slowest:"]  # fmt: skip
     lines += [f"  {e['own']:6.1f} s  {n}" for n, e in slowest]
     return "\n".join(lines)
 

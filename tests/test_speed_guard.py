@@ -7,6 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 import speed_guard
 
 pytest_plugins = ["pytester"]
@@ -34,9 +35,9 @@ def test_a_slow_test_without_the_mark_fails_the_check(tmp_path, capsys):
     assert speed_guard.main([str(path)]) == 0
 
 
-def test_the_plugin_gives_a_shared_fixture_its_own_time(pytester):
-    """A session fixture's set-up is not the first test's own time; a test's own
-    sleep is; the file records the slow mark."""
+def guarded_suite(pytester) -> None:
+    """A conftest registering the guard (writing d.json) and three tests: two share a
+    session fixture of 0.6 s, one sleeps 0.3 s, one is marked slow."""
     here = str(Path(speed_guard.__file__).parent)
     pytester.makeconftest(
         textwrap.dedent(f"""
@@ -63,9 +64,30 @@ def test_the_plugin_gives_a_shared_fixture_its_own_time(pytester):
             pass
     """)
     )
+
+
+def test_the_plugin_gives_a_shared_fixture_its_own_time(pytester):
+    """A session fixture's set-up is not the first test's own time; a test's own
+    sleep is; the file records the slow mark."""
+    guarded_suite(pytester)
     pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
     found = json.loads((pytester.path / "d.json").read_text())
     tests = {name.split("::")[-1]: e for name, e in found["tests"].items()}
     assert tests["test_first"]["own"] < 0.3 <= tests["test_second"]["own"]
     assert tests["test_first"]["shared"] >= 0.6 and tests["test_marked"]["slow"]
     assert [s for n, s in found["shared"].items() if n.endswith("::run")][0] >= 0.6
+
+
+def test_the_controller_writes_what_the_xdist_workers_found(pytester):
+    """Under pytest-xdist (make test runs two workers) each worker times its own tests;
+    the controller writes them all, each shared fixture named with its worker."""
+    pytest.importorskip("xdist")
+    guarded_suite(pytester)
+    pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile").assert_outcomes(passed=3)
+    found = json.loads((pytester.path / "d.json").read_text())
+    tests = {name.split("::")[-1]: e for name, e in found["tests"].items()}
+    assert sorted(tests) == ["test_first", "test_marked", "test_second"]
+    assert tests["test_second"]["own"] >= 0.3 and tests["test_marked"]["slow"]
+    [(name, seconds)] = [(n, s) for n, s in found["shared"].items() if "::run" in n]
+    assert seconds >= 0.6 and name.endswith(("[gw0]", "[gw1]"))
+    assert found["wall_s"] > 0.6
