@@ -10,6 +10,7 @@ syntax error; a failing import) and every path a config names."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -340,11 +341,31 @@ def test_the_base_config_is_accepted_by_both(workflow):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("name", [n for n, c in CASES.items() if not c.config])
-def test_the_config_check_refuses_in_one_line(workflow, name):
-    case = CASES[name]
-    _write(workflow, case)
-    _refusal(_check(workflow, case), case)
+CHECKED = [n for n, c in CASES.items() if not c.config]  # the check has no --config
+
+
+@pytest.fixture(scope="module")
+def checked(pristine, tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Every case's check, each a real process in a workflow copy of its own, forked
+    from one interpreter that imported the check once (tests/check_config_forks.py)."""
+    import shutil
+
+    jobs = {}
+    for number, name in enumerate(CHECKED):
+        folder = shutil.copytree(pristine, tmp_path_factory.mktemp(f"case{number}") / "wf")
+        _write(folder, CASES[name])
+        jobs[name] = {"cwd": str(folder), "args": ["config.yaml", *CASES[name].configfiles]}
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("check_config_forks.py"))],
+        input=json.dumps(jobs), capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    return {name: subprocess.CompletedProcess(jobs[name]["args"], **answer)
+            for name, answer in json.loads(proc.stdout).items()}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_the_config_check_refuses_in_one_line(checked, name):
+    _refusal(checked[name], CASES[name])
 
 
 @pytest.mark.slow

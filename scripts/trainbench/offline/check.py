@@ -31,6 +31,7 @@ IMPORT_NAMES = {
     "faiss-cpu": "faiss",
     "nvidia-ml-py": "pynvml",
     "zeus-apple-silicon": "zeus_apple_silicon",
+    "pytest-xdist": "xdist",
 }
 
 
