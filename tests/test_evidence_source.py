@@ -56,9 +56,14 @@ def _code(source: str) -> dict:
 def test_a_folder_whose_commit_has_its_source_passes(repo):
     """The commit's tree, written from git's objects, has the fingerprint the records
     carry: one line saying it matches, and the check passes."""
-    first, source = _commit(
-        repo, {"scripts/trainbench/x.py": "A = 1\n", "Snakefile": "rule a\n"}, "a"
-    )
+    tree = {
+        "scripts/trainbench/x.py": "A = 1\n",
+        "scripts/trainbench/config/schema.yaml": "a: 1\n",
+        "scripts/notes.txt": "not source\n",
+        "rules/run.smk": "rule a: pass\n",
+        "Snakefile": "include: 'rules/run.smk'\n",
+    }
+    first, source = _commit(repo, tree, "a")
     _commit(repo, {"README.md": "docs only\n"}, "docs")  # not source: same fingerprint
     _folder(repo, "gpu-x", first, _code(source))
     lines, passed = verify_lines(repo)

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from trainbench.common.code_identity import (
@@ -168,10 +168,14 @@ class CommitSources:
             ["git", "-C", str(repo), "cat-file", "--batch"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # not a repository: every commit is unknown
         )
+        self._recent: dict[int, list[str]] = {}
 
     def close(self) -> None:
-        self._reader.stdin.close()
+        """Stop git's object reader."""
+        with suppress(OSError):
+            self._reader.stdin.close()
         self._reader.wait()
 
     def resolve(self, commit: str) -> str | None:
@@ -232,8 +236,10 @@ class CommitSources:
     def find(self, source: str, limit: int = RECENT) -> str | None:
         """The newest of the newest ``limit`` commits of ``git log --all`` whose tree has
         ``source``, or None."""
-        out = _git(self.repo, "log", "--all", f"--max-count={limit}", "--format=%H") or ""
-        for commit in out.split():
+        if limit not in self._recent:
+            out = _git(self.repo, "log", "--all", f"--max-count={limit}", "--format=%H")
+            self._recent[limit] = (out or "").split()
+        for commit in self._recent[limit]:
             if self.source(commit) == source:
                 return commit
         return None
@@ -291,11 +297,9 @@ def verify_folder(folder: Path, sources: CommitSources, limit: int = RECENT) -> 
         )
     full = sources.resolve(commit)
     if full is None:
-        named = (
-            "no commit was recorded"
-            if commit == "unknown"
-            else (f"commit {commit[:10]} is unknown to this repository")
-        )
+        named = f"commit {commit[:10]} is unknown to this repository"
+        if commit == "unknown":
+            named = "no commit was recorded (git said unknown)"
         return False, f"{named}; {made_by} source {short}; " + _where(sources, source, limit)
     has = sources.source(full)
     if has == source:
