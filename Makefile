@@ -20,7 +20,7 @@ SNAKEMAKE_ARGS ?=
 # The offline install's folder of wheels (git-ignored).
 WHEELHOUSE ?= .whl
 
-.PHONY: setup report test test-durations test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check \
+.PHONY: setup report test test-durations test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check evidence-verify \
 	wheelhouse offline-setup
 
 # The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
@@ -109,6 +109,12 @@ gpu-evidence: $(RUNTIME)
 # README's evidence block does not say exactly that.
 evidence-check: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py check --readme README.md
+
+# Each docs/measured/ folder's commit against the source fingerprint of the code that
+# measured (EVIDENCE.json's code): fails for a folder whose commit's tree has another
+# source, and for one made before EVIDENCE.json named its source. Rewrites nothing.
+evidence-verify: $(RUNTIME)
+	$(BIN)/python scripts/evidence.py verify
 
 # Offline install, step 1, where the network is (docs/offline-install.md): the wheels
 # that a machine without network lacks for the pins (runtime + bench), into $(WHEELHOUSE)

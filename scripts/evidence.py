@@ -5,6 +5,7 @@
     python scripts/evidence.py check --readme README.md   # and fail when README does not say so
     python scripts/evidence.py check --update-readme README.md   # write that list into README
     python scripts/evidence.py render docs/measured/gpu-smoke   # tables/figures/reports from its records
+    python scripts/evidence.py verify           # each folder's commit has the source that measured
 
 See scripts/trainbench/evidence/__init__.py and evidence_run.py.
 """
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from trainbench.evidence import render  # noqa: E402
 from trainbench.evidence.check import check_readme, staleness_lines, update_readme  # noqa: E402
 from trainbench.evidence.run import PARTS, make_evidence  # noqa: E402
+from trainbench.evidence.source import RECENT, verify_lines  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     again = sub.add_parser("render", help="remake an evidence folder's analysis from its records")
     again.add_argument("folders", nargs="+", type=Path)
     again.add_argument("--cores", type=int, default=2)
+    verify = sub.add_parser(
+        "verify", help="check each folder's commit against the source fingerprint that measured"
+    )
+    verify.add_argument(
+        "--recent", type=int, default=RECENT, help="commits of `git log --all` searched"
+    )
     args = parser.parse_args(argv)
     if args.command == "run":
         return make_evidence(args.parts, ROOT)
@@ -40,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.update_readme:
             update_readme(ROOT, Path(args.update_readme))
         return check_readme(ROOT, Path(args.readme)) if args.readme else 0
+    if args.command == "verify":
+        lines, passed = verify_lines(ROOT, limit=args.recent)
+        print("\n".join(lines))
+        return 0 if passed else 1
     for folder in args.folders:
         written = render(folder.resolve(), ROOT, args.cores)
         print(f"{folder}: {len(written)} files rendered from its records")

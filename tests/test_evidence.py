@@ -204,6 +204,8 @@ def test_a_collected_run_renders_again_from_its_records_alone(tmp_path):
         del evidence_run.PARTS["x"]
     folder = root / "docs" / "measured" / "gpu-x"
     assert meta["records"] >= 4 and meta["config_files"] == ["config.yaml", "configs/gpu-x.yaml"]
+    # the code that measured, named by the records' own source fingerprint
+    assert meta["code"]["source_from"] == "records" and len(meta["code"]["source_sha256"]) == 64
     with tarfile.open(folder / "records.tgz") as tar:
         names = tar.getnames()
     assert any(n.startswith("runs/image_cnn/cpu-t2/") for n in names)

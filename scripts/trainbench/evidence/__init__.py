@@ -243,11 +243,17 @@ class Made:
     config_files: list[str]
     workloads: list[str] | None = None  # None: every workload's code counts
     code_files: list[str] = field(default_factory=list)  # a benchmark's own (its suite)
+    # The code that measured, by its source fingerprint, from the records or the tree
+    # (:mod:`.source`); never typed in. None: not named (folders made before it was).
+    code: dict | None = None
 
 
 def write_evidence(dest: Path, root: Path, made: Made, facts: dict) -> dict:
+    """Write ``dest``'s EVIDENCE.json: how it was made, ``facts``, the behaviour
+    fingerprint of the measurement code and the source that measured; its content."""
     meta = {
         "commit": made.commit,
+        **({"code": made.code} if made.code is not None else {}),
         "workloads": made.workloads,
         "made_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(made.command),
@@ -261,7 +267,10 @@ def write_evidence(dest: Path, root: Path, made: Made, facts: dict) -> dict:
         "note": f"measurement_code: {behaviour.METHOD}; `python "
         "scripts/evidence.py check` lists what changed since. The tables, figures and "
         "reports are made from records.tgz: `python scripts/evidence.py render` remakes "
-        "them with the current analysis code.",
+        "them with the current analysis code. code: the source fingerprint of the code "
+        "that measured (source_from: the records, the results files or the tree the "
+        "benchmarks ran in); commit: what git said on the host; `python "
+        "scripts/evidence.py verify` checks that commit's tree has that source.",
     }
     atomic_write_json(dest / EVIDENCE_FILE, meta)
     return meta

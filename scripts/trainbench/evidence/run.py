@@ -30,6 +30,13 @@ from pathlib import Path
 
 import yaml
 from trainbench.evidence import EVIDENCE_FILE, Made, collect_run, run_logged, write_evidence
+from trainbench.evidence.source import (
+    SourceRefused,
+    bench_code,
+    records_code,
+    same_tree,
+    tree_code,
+)
 from trainbench.launch.environment import git_commit, gpu_models, host_facts
 
 
@@ -125,7 +132,10 @@ def _results_since(folder: Path, started: float) -> list[str]:
 
 
 def run_part(name: str, root: Path, logs: Path) -> dict:
-    """Run one part and write its evidence folder; its EVIDENCE.json content."""
+    """Run one part and write its evidence folder; its EVIDENCE.json content. Its
+    ``code`` is taken from what measured (:mod:`.source`): raises
+    :class:`~trainbench.evidence.source.SourceRefused`, writing nothing, when that
+    cannot be named by one source fingerprint."""
     part, commit, python = PARTS[name], git_commit(root), sys.executable
     facts = machine_facts()
     if isinstance(part, ConfigPart):
@@ -136,16 +146,18 @@ def run_part(name: str, root: Path, logs: Path) -> dict:
         seconds = run_logged(command, logs / f"{name}.log", root)
         results = root / "results" / run_name
         ran = sorted(p.name for p in (results / "runs").glob("*") if p.is_dir())
-        made = Made(command, seconds, commit, ["config.yaml", part.config], ran)
+        code = records_code(results)
+        made = Made(command, seconds, commit, ["config.yaml", part.config], ran, code=code)
         dest = root / "docs" / "measured" / run_name
         return collect_run(results, dest, root, made, facts)
     started, seconds, commands = time.time() - 1, 0.0, []
+    tree = tree_code(root, commit)  # the tree the benchmarks run in
     for args in part.commands:
         command = [python, *args]
         commands.append(" ".join(args))
         seconds += run_logged(command, logs / f"{name}.log", root)
-    dest = root / "docs" / "measured" / part.folder
-    dest.mkdir(parents=True, exist_ok=True)
+    same_tree(root, tree)
+    results = _results_since(root / "benchmarks" / "results", started)
     made = Made(
         ["python", " && python ".join(commands)],
         seconds,
@@ -153,8 +165,10 @@ def run_part(name: str, root: Path, logs: Path) -> dict:
         config_files=[],
         workloads=list(part.workloads),
         code_files=list(part.code),
+        code=bench_code(root, results, tree),
     )
-    results = _results_since(root / "benchmarks" / "results", started)
+    dest = root / "docs" / "measured" / part.folder
+    dest.mkdir(parents=True, exist_ok=True)
     return write_evidence(dest, root, made, {**facts, "results": results})
 
 
@@ -180,11 +194,16 @@ def make_evidence(parts: list[str], root: Path) -> int:
             failed.append(name)
             print(f"gpu-evidence: {name} failed; log tail:\n{error.output}", file=sys.stderr)
             continue
+        except SourceRefused as error:
+            failed.append(name)
+            print(f"gpu-evidence: {name}: no evidence written: {error}", file=sys.stderr)
+            continue
         where = PARTS[name]
         folder = where.folder if isinstance(where, BenchPart) else where.run_name(root)
         print(
             f"gpu-evidence: {name} done in {time.perf_counter() - started:.0f} s -> "
-            f"docs/measured/{folder}/{EVIDENCE_FILE} (commit {meta['commit']})",
+            f"docs/measured/{folder}/{EVIDENCE_FILE} (commit {meta['commit']}; "
+            f"{meta['code']['label']}, from the {meta['code']['source_from']})",
             flush=True,
         )
     return 1 if failed else 0
