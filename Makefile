@@ -59,7 +59,7 @@ DURATIONS ?= .test-durations.json
 TEST_WORKERS ?= auto
 FAST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 test: $(DEV)
-	$(BIN)/pytest -m "not slow and not cluster" $(FAST_WORKERS) --durations-file $(DURATIONS) $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not slow and not cluster" $(FAST_WORKERS) --durations-file=$(DURATIONS) $(PYTEST_ARGS)
 	$(BIN)/python tests/speed_guard.py $(DURATIONS)
 
 # The speed guard again over the last `make test`'s durations.

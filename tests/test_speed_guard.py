@@ -91,3 +91,21 @@ def test_the_controller_writes_what_the_xdist_workers_found(pytester):
     [(name, seconds)] = [(n, s) for n, s in found["shared"].items() if "::run" in n]
     assert seconds >= 0.6 and name.endswith(("[gw0]", "[gw1]"))
     assert found["wall_s"] > 0.6
+
+
+def test_make_test_passes_the_durations_file_as_one_argument(pytester, repo_root):
+    """`make test` twice in one checkout: the second run finds .test-durations.json. Given
+    as two arguments (`--durations-file PATH`), pytest reads an existing PATH as the
+    folder to collect before tests/conftest.py has declared the option, and refuses it
+    ("unrecognized arguments"); as one (`--durations-file=PATH`) it does not."""
+    recipe = (repo_root / "Makefile").read_text()
+    assert "--durations-file=$(DURATIONS)" in recipe
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n    parser.addoption('--durations-file')\n"
+    )
+    (pytester.path / "tests" / "test_one.py").write_text("def test_one():\n    pass\n")
+    (pytester.path / "d.json").write_text("{}")
+    assert pytester.runpytest_subprocess("--durations-file", "d.json").ret != 0
+    pytester.runpytest_subprocess("--durations-file=d.json").assert_outcomes(passed=1)
