@@ -78,6 +78,7 @@ def test_the_plugin_gives_a_shared_fixture_its_own_time(pytester):
     assert [s for n, s in found["shared"].items() if n.endswith("::run")][0] >= 0.6
 
 
+@pytest.mark.slow  # pytest in real processes (make test-slow)
 def test_the_controller_writes_what_the_xdist_workers_found(pytester):
     """Under pytest-xdist (make test runs two workers) each worker times its own tests;
     the controller writes them all, each shared fixture named with its worker."""
@@ -93,6 +94,7 @@ def test_the_controller_writes_what_the_xdist_workers_found(pytester):
     assert found["wall_s"] > 0.6
 
 
+@pytest.mark.slow  # pytest in real processes (make test-slow)
 def test_make_test_passes_the_durations_file_as_one_argument(pytester, repo_root):
     """`make test` twice in one checkout: the second run finds .test-durations.json. Given
     as two arguments (`--durations-file PATH`), pytest reads an existing PATH as the
