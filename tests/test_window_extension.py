@@ -98,9 +98,8 @@ def test_a_run_without_a_steady_state_gets_one_more_region():
 
     def late_warmup(model, batch):
         calls[0] += 1
-        time.sleep(
-            0.03 if calls[0] <= 68 else 0.01
-        )  # sleeps well above the scheduling noise of a busy machine
+        # sleeps well above the scheduling noise of a busy machine (make test's workers)
+        time.sleep(0.03 if calls[0] <= 68 else 0.01)
         return loss_fn(model, batch)
 
     parts.loss_fn = late_warmup
