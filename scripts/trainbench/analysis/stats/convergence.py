@@ -54,7 +54,7 @@ import pandas as pd
 from trainbench.analysis.stats import frames as fr
 from trainbench.analysis.stats.intervals import INSUFFICIENT
 from trainbench.analysis.stats.speed import MIN_REPEATS
-from trainbench.analysis.stats.targets import _repeat_outcomes, resolve_targets
+from trainbench.analysis.stats.targets import workload_cells
 from trainbench.analysis.tables import ratio_text
 
 MORE = "more samples"
@@ -107,21 +107,18 @@ def samples_to_target(
     workloads: list[str],
 ) -> dict[tuple[str, str, int], SamplesToTarget]:
     """{(workload, device, batch_size): its repeats' samples to target}, for the cells
-    whose records carry the target's metric (the reached rule of :mod:`.targets`)."""
-    if quality is None or quality.empty:
-        return {}
-    resolved = resolve_targets(targets, fr.prepare_runs(runs))
+    whose records carry the target's metric: the repeat outcomes of :mod:`.targets`
+    (its target resolution and reached rule), not computed here again."""
     out = {}
-    for workload in workloads:
-        target = resolved.get(workload)
-        curve = quality[quality["workload"] == workload]
-        if not target or target["higher_is_better"] is None or curve.empty:
+    for workload, cells in workload_cells(quality, runs, targets, workloads):
+        if cells.outcomes.empty:
             continue
-        outcomes = _repeat_outcomes(curve, target)
-        for (device, batch_size), g in outcomes.groupby(["device", "batch_size"], sort=True):
+        for (device, batch_size), g in cells.outcomes.groupby(["device", "batch_size"], sort=True):
             if not g["has_metric"].any():
                 continue
-            cell = curve[(curve["device"] == device) & (curve["batch_size"] == batch_size)]
+            cell = cells.curve[
+                (cells.curve["device"] == device) & (cells.curve["batch_size"] == batch_size)
+            ]
             budget = pd.to_numeric(cell["samples"], errors="coerce").max()
             out[(str(workload), str(device), int(batch_size))] = SamplesToTarget(
                 samples=g["samples"].to_numpy(dtype=float),

@@ -265,7 +265,7 @@ def _disturbed_records(runs: pd.DataFrame) -> set[str]:
 
 
 class _Cells:
-    """The cells of one workload: their outcomes, stats, and the target."""
+    """The cells of one workload: their outcomes (read by .convergence), stats, target."""
 
     def __init__(
         self, workload: str, quality: pd.DataFrame, runs: pd.DataFrame, target: dict | None
@@ -276,10 +276,10 @@ class _Cells:
             {(str(d), int(b)) for d, b in zip(ok["device"], ok["batch_size"], strict=True)}
         )
         self.curve = quality[quality["workload"] == workload] if not quality.empty else quality
-        usable = (
-            target is not None and target["higher_is_better"] is not None and not self.curve.empty
-        )
-        outcomes = _repeat_outcomes(self.curve, target) if usable else pd.DataFrame()
+        known = target is not None and target["higher_is_better"] is not None
+        usable = known and not self.curve.empty
+        self.outcomes = _repeat_outcomes(self.curve, target) if usable else pd.DataFrame()
+        outcomes = self.outcomes
         self.has_metric = bool(outcomes["has_metric"].any()) if not outcomes.empty else False
         self.evaluations = int(outcomes["evaluations"].sum()) if not outcomes.empty else 0
         self.not_finite = int(outcomes["not_finite"].sum()) if not outcomes.empty else 0
@@ -334,7 +334,7 @@ class _Cells:
         }
 
 
-def _workload_cells(
+def workload_cells(
     quality: pd.DataFrame | None,
     runs: pd.DataFrame,
     targets: Mapping[str, Mapping | None],
@@ -357,7 +357,7 @@ def time_to_target_table(
 ) -> pd.DataFrame:
     """The ``time_to_target`` table; see the module docstring."""
     rows = []
-    for workload, cells in _workload_cells(quality, runs, targets, workloads):
+    for workload, cells in workload_cells(quality, runs, targets, workloads):
         base = fr.baseline_of(baselines, workload)
         problem = cells.unusable_reason()
         for device, batch_size in cells.keys:
@@ -417,7 +417,7 @@ def best_setting_table(
 ) -> pd.DataFrame:
     """The ``best_setting`` table; see the module docstring."""
     rows = []
-    for workload, cells in _workload_cells(quality, runs, targets, workloads):
+    for workload, cells in workload_cells(quality, runs, targets, workloads):
         base_device = fr.baseline_of(baselines, workload)
         base_backend = backend_of(base_device) if base_device else None
         backends = sorted(
