@@ -99,9 +99,9 @@ clean:
 	rm -rf results/* .snakemake
 
 # On a machine with a CUDA GPU: every CUDA measurement the README quotes, into
-# docs/measured/ (PARTS="smoke retrieval text throughput canary", or some of them;
-# about 15 minutes on one H100). See scripts/trainbench/evidence/run.py.
-PARTS ?= smoke retrieval text throughput canary
+# docs/measured/ (PARTS="workloads throughput canary", or some of them; within the 10
+# minutes one command gets on a lent H100). See scripts/trainbench/evidence/run.py.
+PARTS ?= workloads throughput canary
 gpu-evidence: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py run $(PARTS)
 

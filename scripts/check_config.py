@@ -4,7 +4,7 @@ the paths it names, your own model's entry), one line per problem naming the fil
 line, key and fix: the lines a plain `snakemake` refuses the same config with.
 `make report CONFIG="configs/x.yaml"` runs it first.
 
-    python scripts/check_config.py config.yaml configs/gpu-smoke.yaml
+    python scripts/check_config.py config.yaml configs/gpu.yaml
 """
 
 import sys

@@ -1,10 +1,10 @@
 """Evidence under docs/measured/: make it on a CUDA machine, check it is current, render it again.
 
-    python scripts/evidence.py run [smoke retrieval text throughput canary]   # make gpu-evidence
+    python scripts/evidence.py run [workloads throughput canary]   # make gpu-evidence
     python scripts/evidence.py check            # measurement code changed since each folder was made
     python scripts/evidence.py check --readme README.md   # and fail when README does not say so
     python scripts/evidence.py check --update-readme README.md   # write that list into README
-    python scripts/evidence.py render docs/measured/gpu-smoke   # tables/figures/reports from its records
+    python scripts/evidence.py render docs/measured/gpu        # tables/figures/reports from its records
     python scripts/evidence.py verify           # each folder's commit has the source that measured
 
 See scripts/trainbench/evidence/__init__.py and evidence_run.py.
