@@ -32,7 +32,9 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("suite", nargs="?", help="a suite file (benchmarks/suites/*.yaml)")
-    parser.add_argument("--only", nargs="*", help="only these workloads of the suite")
+    parser.add_argument(
+        "--only", nargs="*", help="only these cases of the suite: WORKLOAD or WORKLOAD:BATCH_SIZE"
+    )
     parser.add_argument("--out", default=str(HERE / "results"), help="results folder")
     parser.add_argument("--render", help="re-render the Markdown of an existing results JSON")
     parser.add_argument(
@@ -52,7 +54,7 @@ def main() -> int:
         parser.error("give a suite file or --render RESULTS.json")
     suite = load_suite(args.suite)
     day = dt.date.today().isoformat()
-    part = f"-{'-'.join(args.only)}" if args.only else ""
+    part = f"-{'-'.join(args.only).replace(':', '-bs')}" if args.only else ""
     out = Path(args.out) / f"throughput-{suite['name']}-{day}{part}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     results = run_suite(suite, out, only=args.only, log=lambda line: print(line, flush=True))

@@ -269,3 +269,13 @@ def test_the_step_overhead_profile_sees_only_the_timed_steps(tmp_path):
     text = render_markdown({"device": "cpu", "machine": machine_facts("cpu"), "cases": [case]})
     assert f"{case['operations_us_per_step']:.2f} µs per step" in text
     assert "device synchronizations per step: harness **0**, bare loop **0**" in text
+
+
+def test_only_picks_workloads_or_single_batch_sizes():
+    from trainbench.bench.throughput_run import selected_cases
+
+    assert selected_cases(None) is None and selected_cases([]) is None
+    assert selected_cases(["text_multilabel:64", "image_cnn"]) == {
+        "text_multilabel": {64},
+        "image_cnn": set(),
+    }

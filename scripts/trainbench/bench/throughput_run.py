@@ -65,9 +65,10 @@ def run_suite(
         "cpu_affinity": affinity,
         "measurements": [],
     }
+    chosen = selected_cases(only)
     with tempfile.TemporaryDirectory(prefix="trainbench-bench-") as scratch:
         for workload, case in suite["cases"].items():
-            if only and workload not in only:
+            if chosen is not None and workload not in chosen:
                 continue
             config = trainbench_config(suite, workload)
             data = str(Path(scratch) / workload)
@@ -77,12 +78,28 @@ def run_suite(
             if whole:
                 results["measurements"].append(_process_warmup(config, workload, case, data, log))
             for batch_size in case["batch_sizes"]:
+                if chosen is not None and chosen[workload] and batch_size not in chosen[workload]:
+                    continue
                 for row in _measure_case(suite, case, config, workload, batch_size, data):
                     log(_row_line(row))
                     results["measurements"].append(row)
                     results["summary"] = summarize(results["measurements"])
                     atomic_write_json(out_json, results)
     return results
+
+
+def selected_cases(only: list[str] | None) -> dict[str, set[int]] | None:
+    """``--only`` as {workload: batch sizes} (an empty set: all of the workload's);
+    None: every case. An entry is ``WORKLOAD`` or ``WORKLOAD:BATCH_SIZE``."""
+    if not only:
+        return None
+    chosen: dict[str, set[int]] = {}
+    for entry in only:
+        workload, _, batch = entry.partition(":")
+        sizes = chosen.setdefault(workload, set())
+        if batch:
+            sizes.add(int(batch))
+    return chosen
 
 
 def _whole_run_variants(variants: list[Variant]) -> list[Variant]:
