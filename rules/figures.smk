@@ -7,7 +7,7 @@
 
 rule figures:
     """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory, energy,
-    step-breakdown, quality-curve and time-to-target figures,
+    step-breakdown, quality-curve, time-to-target and across-batch-sizes figures,
     drawn from the published tables (and each run's raw value as a dot)."""
     input:
         tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
@@ -70,6 +70,11 @@ rule figures:
             f"{RESULTS}/figures/time_to_target.png",
             caption="captions/time_to_target.rst",
             category="Time to target",
+        ),
+        across_batch=report(
+            f"{RESULTS}/figures/across_batch.png",
+            caption="captions/across_batch.rst",
+            category="Speedup",
         ),
     log:
         f"{RESULTS}/logs/figures.log",

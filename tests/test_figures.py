@@ -69,6 +69,7 @@ VERIFICATION = ["workload", "device", "placement_pass", "autocast_pass", "fallba
                 "fallback_detail"]  # fmt: skip
 ENERGY = ["workload", "batch_size", "device", "n", "joules_per_sample", "samples_per_joule",
           "spj_low", "spj_high", "spj_interval", "verdict", "domains", "unavailable"]  # fmt: skip
+from trainbench.analysis.stats.across_batch import ACROSS_BATCH_COLUMNS  # noqa: E402
 from trainbench.analysis.stats.breakdown import BREAKDOWN_TABLE_COLUMNS  # noqa: E402
 from trainbench.analysis.stats.targets import (  # noqa: E402
     QUALITY_CURVE_COLUMNS,
@@ -81,6 +82,7 @@ COLUMNS = {
     "epoch_summary": EPOCH_SUMMARY, "matmul_summary": MATMUL_SUMMARY,
     "verification": VERIFICATION, "step_breakdown": BREAKDOWN_TABLE_COLUMNS,
     "quality_curve": QUALITY_CURVE_COLUMNS, "time_to_target": TIME_TO_TARGET_COLUMNS,
+    "across_batch_sizes": ACROSS_BATCH_COLUMNS,
 }  # fmt: skip
 
 SIZES = {"image_cnn": [32, 128], "text_multilabel": [8, 32]}
@@ -267,6 +269,16 @@ def _targets(tables: dict) -> None:
                           device if device == "cpu" else bs)})  # fmt: skip
     tables["quality_curve"] = frame("quality_curve", curve)
     tables["time_to_target"] = frame("time_to_target", times)
+    # seed report 001's sizes: cuda at 32 against the cpu at 16, and one without a verdict
+    across = [{"workload": "image_cnn", "device": "cuda", "batch_size": 32, "baseline": "cpu",
+               "baseline_batch_size": 16, "same_batch_sizes": "256", "speedup": 5.6,
+               "speedup_low": 4.73, "speedup_high": 7.32,
+               "speedup_interval": "range of 3 vs 3 runs", "verdict": "faster"},
+              {"workload": "image_cnn", "device": "mps", "batch_size": 64, "baseline": "cpu",
+               "baseline_batch_size": 16, "same_batch_sizes": "256", "speedup": np.nan,
+               "speedup_low": np.nan, "speedup_high": np.nan, "speedup_interval": "",
+               "verdict": "insufficient data"}]  # fmt: skip
+    tables["across_batch_sizes"] = frame("across_batch_sizes", across)
 
 
 def _step_breakdown(tables: dict) -> None:
@@ -332,7 +344,7 @@ def drawn(module, tables):
 def test_registry_names():
     assert FIGURE_NAMES == (
         "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
-        "step_breakdown", "quality", "time_to_target",
+        "step_breakdown", "quality", "time_to_target", "across_batch",
     )  # fmt: skip
     assert tuple(FIGURES) == FIGURE_NAMES
     assert not (PACKAGE.parent / "figures.py").exists(), "the old figures.py module is back"
@@ -428,6 +440,7 @@ def _nothing_drawable() -> dict[str, pd.DataFrame]:
     )
     t["quality_curve"] = t["quality_curve"].assign(value=np.nan)
     t["time_to_target"] = t["time_to_target"].assign(median_s=np.inf)
+    t["across_batch_sizes"] = t["across_batch_sizes"].assign(batch_size=np.nan)
     return t
 
 
@@ -586,3 +599,21 @@ def test_import_resolution_catches_relative_imports():
         "trainbench.analysis.aggregate",
         "trainbench.analysis.figures.data",
     } <= set(names)
+
+
+def test_the_across_batch_figure_names_both_settings_and_says_it_is_no_same_batch_verdict(
+    tables,
+):
+    """Each bar names the device's own batch size and the baseline's; the title says it
+    compares settings; with no such rows the figure says so."""
+    from trainbench.analysis.figures import speedup
+
+    class Across:  # drawn() calls module.build
+        build = staticmethod(speedup.build_across)
+
+    texts, _ = drawn(Across, tables)
+    assert "cuda bs 32 ÷ cpu bs 16" in texts and "5.6x faster" in texts
+    assert "mps bs 64 ÷ cpu bs 16" in texts and "insufficient data" in texts
+    assert "not a same-batch verdict" in texts
+    empty, _ = drawn(Across, {})
+    assert "no device ran batch sizes of its own" in empty

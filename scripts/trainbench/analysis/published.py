@@ -46,5 +46,5 @@ RECORD_TABLES = (
 # results/figures/<name>.png, drawn by trainbench.analysis.figures from the tables above.
 FIGURE_NAMES = (
     "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
-    "step_breakdown", "quality", "time_to_target",
+    "step_breakdown", "quality", "time_to_target", "across_batch",
 )  # fmt: skip

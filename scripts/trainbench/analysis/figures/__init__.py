@@ -22,6 +22,7 @@ memory         memory (memory_peak/initial_bytes, peak_fraction_of_limit, memory
 energy         energy (samples_per_joule, spj_low/high, unavailable) + speedup (median, low/high)
 quality        quality_curve (train_seconds, value, value_min/max, target)
 time_to_target time_to_target (median_s, low, high, interval, speedup, verdict)
+across_batch   across_batch_sizes (speedup, speedup_low/high, interval, verdict, sizes)
 =============  ========================================================================
 """
 
@@ -39,7 +40,7 @@ from trainbench.analysis.figures.loss import loss_figure
 from trainbench.analysis.figures.matmul import matmul_figure
 from trainbench.analysis.figures.memory import memory_figure
 from trainbench.analysis.figures.per_label import per_label_figure
-from trainbench.analysis.figures.speedup import speedup_figure
+from trainbench.analysis.figures.speedup import across_batch_figure, speedup_figure
 from trainbench.analysis.figures.step_breakdown import step_breakdown_figure
 from trainbench.analysis.figures.style import device_color, device_order
 from trainbench.analysis.figures.targets import quality_figure, time_to_target_figure
@@ -63,6 +64,7 @@ __all__ = [
     "time_to_target_figure",
     "speedup_figure",
     "throughput_figure",
+    "across_batch_figure",
 ]
 
 
@@ -78,13 +80,14 @@ FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], Non
     "step_breakdown": step_breakdown_figure,
     "quality": quality_figure,
     "time_to_target": time_to_target_figure,
+    "across_batch": across_batch_figure,
 }
 
 # The order :func:`draw_figures` hands the families to its processes: the ones with the
 # most panels and labels first, so that the processes finish together (scheduling only).
 DRAW_ORDER = (
     "memory", "speedup", "loss", "epoch_time", "quality", "throughput", "per_label", "matmul",
-    "energy", "time_to_target", "step_breakdown",
+    "energy", "time_to_target", "step_breakdown", "across_batch",
 )  # fmt: skip
 
 

@@ -1,5 +1,7 @@
 """Training speedup vs the baseline device: the ``speedup`` table's ratio as a bar from
-1 on a log axis, its interval as a whisker and its verdict word beside each bar."""
+1 on a log axis, its interval as a whisker and its verdict word beside each bar; and the
+same drawing of the ``across_batch_sizes`` table, each device at its own batch size
+against the baseline at its own, titled as a comparison of settings."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from trainbench.analysis.tables import ratio_text
 ROW_H = 0.3  # inches per bar
 GROUP_GAP = 0.6  # rows of space between batch sizes
 PANEL_W = 8.0  # inches: device names, bars, verdicts
+MIN_HEIGHT = 2.8  # inches: room for the legend's notes beside a single short panel
 VERDICT_COLORS = {
     "faster": "#1e7b34",
     "slower": "#b42318",
@@ -40,6 +43,12 @@ VERDICT_COLORS = {
     "disturbed": "#8a6100",
 }
 EMPTY = "no device to compare with a baseline: the speedup table has no non-baseline rows"
+BAR_NOTE = "bar: median samples/s ÷\nbaseline median samples/s"
+ACROSS_NOTE = "bar: median samples/s at its own\nbatch size ÷ the baseline's at its own"
+EMPTY_ACROSS = (
+    "no device ran batch sizes of its own: the across_batch_sizes table is empty\n"
+    "(every comparison is at a shared batch size: see the speedup figure)"
+)
 
 
 def _rows(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -53,6 +62,30 @@ def _rows(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     frame = frame[(frame["verdict"] != "baseline") & (frame["device"] != frame["baseline"])]
     frame = frame[frame["batch_size"].notna()].copy()
     frame["dev_label"] = data.device_labels(frame, data.fallback_pairs(tables))
+    frame["label"] = [f"bs {int(b)}  {d}" for b, d in zip(frame["batch_size"], frame["dev_label"], strict=True)]  # fmt: skip
+    return frame
+
+
+def _across_rows(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The ``across_batch_sizes`` rows: a device at its own batch size against the
+    baseline at its own; the label names both settings."""
+    frame = data.table(tables, "across_batch_sizes")
+    if not data.has(frame, "workload", "device", "batch_size", "baseline", "speedup"):
+        return pd.DataFrame()
+    frame = data.numeric(
+        frame, "batch_size", "baseline_batch_size", "speedup", "speedup_low", "speedup_high"
+    )
+    for column in ("workload", "device", "baseline", "verdict", "speedup_interval"):
+        frame[column] = data.strings(frame, column)
+    frame = frame[frame["batch_size"].notna()].copy()
+    frame["dev_label"] = frame["device"]
+    frame["label"] = [
+        f"{d} bs {int(b)} ÷ {base} bs {int(bb) if np.isfinite(bb) else '?'}"
+        for d, b, base, bb in zip(
+            frame["device"], frame["batch_size"], frame["baseline"],
+            frame["baseline_batch_size"], strict=True,
+        )
+    ]  # fmt: skip
     return frame
 
 
@@ -88,7 +121,7 @@ def _panel(ax: Axes, rows: pd.DataFrame, limits: tuple[float, float], st: Style)
     log_ticks(ax, limits, axis="x", suffix="×")
     ax.set_xlim(*limits)
     ax.set_ylim(rows["y"].max() + 0.7, -0.7)
-    ax.set_yticks(rows["y"], [f"bs {int(b)}  {d}" for b, d in zip(rows["batch_size"], rows["dev_label"], strict=True)])  # fmt: skip
+    ax.set_yticks(rows["y"], list(rows["label"]))
     ax.grid(axis="y", visible=False)
     right = ax.secondary_yaxis("right")
     right.set_yticks(rows["y"], [_verdict_text(r) for r in rows.itertuples(index=False)])
@@ -110,10 +143,25 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
     rows = _rows(tables)
     if rows.empty:
         return message(title, EMPTY, st)
+    return _draw(rows, title, "speedup vs the baseline (log scale)", BAR_NOTE, st)
+
+
+def build_across(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
+    """The across-batch-sizes figure, unsaved (tests read its texts)."""
+    title = st.title or "Speed across batch sizes (not a same-batch verdict)"
+    rows = _across_rows(tables)
+    if rows.empty:
+        return message(title, EMPTY_ACROSS, st)
+    xlabel = "samples/s ratio, each at its own batch size (log scale)"
+    return _draw(rows, title, xlabel, ACROSS_NOTE, st)
+
+
+def _draw(rows: pd.DataFrame, title: str, xlabel: str, bar_note: str, st: Style) -> Figure:
+    """One panel per workload of ``rows`` (a ``label`` per bar), one legend."""
     workloads = data.sorted_str(rows["workload"])
     panels = [_layout(rows[rows["workload"] == w]) for w in workloads]
     heights = [ROW_H * (p["y"].max() + 1) + 1.0 for p in panels]
-    fig = new_figure((PANEL_W + LEGEND_W, sum(heights) + 0.6), st)
+    fig = new_figure((PANEL_W + LEGEND_W, max(sum(heights) + 0.6, MIN_HEIGHT)), st)
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights).ravel()
     limits = _limits(rows)
     for ax, workload, panel in zip(axes, workloads, panels, strict=True):
@@ -121,10 +169,10 @@ def build(tables: Mapping[str, pd.DataFrame], st: Style) -> Figure:
         baselines = [b for b in device_order(panel["baseline"]) if b]
         vs = f" (vs {' / '.join(baselines)})" if baselines else ""
         ax.set_title(f"{workload}{vs}")
-        ax.set_xlabel("speedup vs the baseline (log scale)")
+        ax.set_xlabel(xlabel)
     whiskered = rows[np.isfinite(rows["speedup_low"]) & np.isfinite(rows["speedup_high"])]
     notes = [
-        "bar: median samples/s ÷\nbaseline median samples/s",
+        bar_note,
         kinds_note("whisker", whiskered["speedup_interval"]),
         "dashed: 1× (no change)",
         "right: the verdict",
@@ -141,3 +189,13 @@ def speedup_figure(
     table's ``speedup_interval`` in the legend) and ``verdict`` beside each bar; the
     baseline rows are left out. Style keywords: dpi, font_scale, title."""
     render(out_path, style, lambda st: build(tables, st))
+
+
+def across_batch_figure(
+    tables: Mapping[str, pd.DataFrame], out_path: str | os.PathLike, **style
+) -> None:
+    """Each device at its own batch size against the baseline at its own, from the
+    ``across_batch_sizes`` table, drawn as the speedup figure draws (ratio bar from 1 on a
+    log axis, its interval as a whisker, the verdict beside it), titled as a comparison
+    of settings; a message when no device ran sizes of its own."""
+    render(out_path, style, lambda st: build_across(tables, st))
