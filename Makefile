@@ -99,8 +99,9 @@ clean:
 	rm -rf results/* .snakemake
 
 # On a machine with a CUDA GPU: every CUDA measurement the README quotes, into
-# docs/measured/ (PARTS="workloads throughput canary", or some of them; within the 10
-# minutes one command gets on a lent H100). See scripts/trainbench/evidence/run.py.
+# docs/measured/ (PARTS="workloads throughput canary", or some of them; meant to fit the
+# 10 minutes one command gets on a lent GPU machine, and each folder's EVIDENCE.json
+# records the call's wall per part). See scripts/trainbench/evidence/run.py.
 PARTS ?= workloads throughput canary
 gpu-evidence: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py run $(PARTS)

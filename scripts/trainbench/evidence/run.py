@@ -2,9 +2,10 @@
 command on a machine with a CUDA GPU, each part into its own evidence folder under
 ``docs/measured/`` (see :mod:`trainbench.evidence`).
 
-Parts, in order (``PARTS="workloads canary"`` runs some); all of them fit the 10
-minutes one command gets on a lent H100, and every folder they make records the
-call's wall time per part and their sum (``call``):
+Parts, in order (``PARTS="workloads canary"`` runs some), meant to fit together in the
+10 minutes one command gets on a lent GPU machine; every folder the call makes records
+the call's wall time per part and their sum (``call``), rewritten after each part, so a
+call stopped part-way leaves ``finished: false`` and the parts it got through:
 
 * ``workloads`` — the named run ``configs/gpu.yaml``: every bundled workload, cpu
   against cuda, through the workflow itself (``snakemake --cores all``; one run, so one
@@ -13,7 +14,7 @@ call's wall time per part and their sum (``call``):
 * ``throughput`` — ``benchmarks/step_overhead.py`` (what the harness adds per step and
   its synchronizations per step, every training workload at a launch-bound size: the
   verdict that the harness does not tax what it times) and ``benchmarks/throughput.py
-  benchmarks/suites/cuda.yaml`` (harness ÷ bare loop interleaved with the host's A/A
+  benchmarks/suites/cuda.yaml --only text_multilabel:64`` (harness ÷ bare loop interleaved with the host's A/A
   floor, as information; harness ÷ Hugging Face Trainer; clock against CUDA events),
   results in ``benchmarks/results/``, provenance in ``docs/measured/cuda-throughput/``;
 * ``canary`` — ``benchmarks/canary_cost.py`` on CUDA in float32, TF32, bf16 and fp16,
@@ -210,13 +211,14 @@ def make_evidence(parts: list[str], root: Path) -> int:
             continue
         finally:
             walls[name] = round(time.perf_counter() - started, 1)
+            record_call(root, made, walls, failed, finished=False)
         print(
             f"gpu-evidence: {name} done in {walls[name]:.0f} s -> "
             f"docs/measured/{made[-1]}/{EVIDENCE_FILE} (commit {meta['commit']}; "
             f"{meta['code']['label']}, from the {meta['code']['source_from']})",
             flush=True,
         )
-    call = record_call(root, made, walls, failed)
+    call = record_call(root, made, walls, failed, finished=True)
     print(
         f"gpu-evidence: {call['total_seconds']:.0f} s in all "
         f"({', '.join(f'{k} {v:.0f} s' for k, v in walls.items())}; limit {CALL_LIMIT_S} s)",
@@ -233,14 +235,18 @@ def _folder(name: str, root: Path) -> str:
     return where.folder if isinstance(where, BenchPart) else where.run_name(root)
 
 
-def record_call(root: Path, folders: list[str], walls: dict[str, float], failed: list[str]) -> dict:
-    """The one call's wall time per part (each part's own bookkeeping included) and
-    their sum, written into every folder it made as EVIDENCE.json's ``call``."""
+def record_call(
+    root: Path, folders: list[str], walls: dict[str, float], failed: list[str], finished: bool
+) -> dict:
+    """The call's wall time per part so far (each part's own bookkeeping included) and
+    their sum, written into every folder it made as EVIDENCE.json's ``call``;
+    ``finished`` once every part asked for has run."""
     call = {
-        "parts_seconds": walls,
+        "parts_seconds": dict(walls),
         "total_seconds": round(sum(walls.values()), 1),
         "limit_seconds": CALL_LIMIT_S,
-        "failed_parts": failed,
+        "failed_parts": list(failed),
+        "finished": finished,
     }
     for folder in folders:
         path = root / "docs" / "measured" / folder / EVIDENCE_FILE
