@@ -230,3 +230,30 @@ def test_cell_time_shares_from_records():
     cuda = table.set_index("device").loc["cuda"]
     assert cuda["cells"] == 1 and cuda["median_measurement_share"] == 0.25
     assert cell_time_table(pd.DataFrame()).empty
+
+
+def test_server_startup_is_each_servers_largest():
+    """A server's start-up grows as it imports each workload's modules on that workload's
+    first cell; every device that used it reports the server's whole start-up, once."""
+
+    def forked(device, server, startup):
+        return _run(device, 5.0, 4.0) | {
+            "host": "h",
+            "start_method": "fork_server",
+            "start_server": server,
+            "start_server_startup_seconds": startup,
+        }
+
+    runs = pd.DataFrame(
+        [
+            forked("cpu", "a", 10.6),  # forked before the later workloads' imports
+            forked("cpu", "a", 12.9),
+            forked("cuda", "a", 12.9),
+            forked("cuda", "b", 3.0),  # a second server (another environment)
+            _run("cpu", 5.0, 4.0) | {"start_method": "spawn"},
+        ]
+    )
+    table = cell_time_table(runs).set_index("device")
+    assert table.loc["cpu", "forked_cells"] == 2
+    assert table.loc["cpu", "server_startup_seconds"] == pytest.approx(12.9)
+    assert table.loc["cuda", "server_startup_seconds"] == pytest.approx(15.9)

@@ -20,9 +20,10 @@ bookkeeping, analysis, writing, exit, unattributed) is the cost of measuring.
 * ``max_unattributed_seconds`` — the largest time a cell's phases left unattributed;
 * ``forked_cells`` — cells whose child was forked from the run's pre-imported server
   (trainbench.launch.fork_server), the rest spawned; ``server_startup_seconds`` — the
-  start-up (imports, the first optimizer's one-time work) of every server those cells
-  came from, summed over servers: paid once per run, not per cell, and counted in the
-  ``process_start_and_imports`` of the one cell that waited for it.
+  start-up (imports, the first optimizer's one-time work, each workload's modules on its
+  first cell) of every server those cells came from, each at the largest its records
+  saw, summed over servers: paid once per run, not per cell, and counted in the
+  ``process_start_and_imports`` of the cells that waited for it.
 """
 
 from __future__ import annotations
@@ -76,12 +77,18 @@ def cell_time_table(
 
 
 def _servers(g: pd.DataFrame) -> dict:
-    """How many of the cells were forked, and the start-up their servers paid once."""
+    """How many of the cells were forked, and the start-up their servers paid once.
+
+    A server's start-up grows while it runs (a workload's modules are imported on its
+    first cell), and each record carries it as it stood at that cell's fork: a server's
+    start-up is the largest any of its records saw."""
     if "start_method" not in g:
         return {"forked_cells": 0, "server_startup_seconds": None}
     forked = g[g["start_method"] == "fork_server"]
-    servers = forked.drop_duplicates(subset=["host", "start_server"])
-    startup = fr.num(servers, "start_server_startup_seconds")
+    # Series as keys, never column names: pandas reads a list of names as the keys
+    # themselves when it is as long as the frame.
+    keys = [forked.get(c, pd.Series("", index=forked.index)) for c in ("host", "start_server")]
+    startup = fr.num(forked, "start_server_startup_seconds").groupby(keys).max()
     return {
         "forked_cells": len(forked),
         "server_startup_seconds": startup.sum() if startup.notna().any() else None,
