@@ -100,8 +100,9 @@ clean:
 
 # On a machine with a CUDA GPU: every CUDA measurement the README quotes, into
 # docs/measured/ (PARTS="workloads throughput canary", or some of them; meant to fit the
-# 10 minutes one command gets on a lent GPU machine, and each folder's EVIDENCE.json
-# records the call's wall per part). See scripts/trainbench/evidence/run.py.
+# 10 minutes one command gets on a lent GPU machine: 562 s on an H200 on 2026-11-28; each
+# folder's EVIDENCE.json records the call's wall per part). See
+# scripts/trainbench/evidence/run.py.
 PARTS ?= workloads throughput canary
 gpu-evidence: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py run $(PARTS)
