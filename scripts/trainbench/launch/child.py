@@ -44,6 +44,10 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     from trainbench.measure.trackers import capture_warnings
 
     t_start = time.perf_counter()
+    if spec.get("mps_emulator") is not None:  # make mps-ready: MPS's rules, CPU compute
+        from trainbench.measure.mps_emulator import install
+
+        facts["mps_emulator"] = install(spec["mps_emulator"]).facts
     facts.update(packages=package_versions(), torch_version=torch.__version__)
     wall_time.mark("imports")
     try:
@@ -128,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         outcome = {"status": "failed", **_exception_info(exc), "child_environment": facts}
         code = 1
+    if spec.get("mps_emulator") is not None:
+        from trainbench.measure.mps_emulator import installed
+
+        if installed() is not None:
+            installed().refresh()  # the record's facts as the run left them
     wall_time.mark("run_end")
     atomic_write_json(result_path, outcome)
     wall_time.mark("result_written")
