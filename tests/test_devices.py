@@ -7,6 +7,7 @@ import types
 import pytest
 import torch
 import trainbench.measure.devices as devices
+import trainbench.measure.mps_device as mps_device
 from trainbench.measure.devices import CpuDevice, CudaDevice, MpsDevice, get_device
 
 # ----------------------------------------------------------------------------- CPU
@@ -171,7 +172,7 @@ def test_mps_available_when_patched(monkeypatch):
 
 
 def test_mps_sampled_peak_memory(monkeypatch):
-    values = iter([100, 700, 300, 50])
+    values = iter([5, 100, 700, 300, 50])  # the first: reset's read (the allocator's first use)
     monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: next(values))
     monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 4096)
     monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 8192)
@@ -185,11 +186,13 @@ def test_mps_sampled_peak_memory(monkeypatch):
     assert "sampled peak" in reading.method
     assert reading.extra["driver_allocated_bytes_at_end"] == 4096
     assert reading.extra["recommended_max_memory_bytes"] == 8192
-    assert device.memory_limit_bytes() == 8192
+    # the cap in force: MPS's default high watermark 1.7 x the recommended working set
+    assert device.memory_limit_bytes() == int(8192 * 1.7)
+    assert "high watermark ratio 1.7 (MPS default)" in reading.extra["limit_method"]
 
 
 def test_mps_reset_peak_memory_forgets_old_samples(monkeypatch):
-    values = iter([900, 20, 30])
+    values = iter([900, 0, 20, 30])
     monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: next(values))
     device = MpsDevice()
     device.sample_memory()
@@ -303,7 +306,8 @@ def test_mps_apply_settings_without_fraction_does_not_call(monkeypatch):
     assert calls == []
     assert in_force["memory_fraction"] is None
     assert in_force["cpu_fallback_enabled"] is True
-    assert in_force["high_watermark_ratio"] == "1.0"
+    assert in_force["high_watermark_ratio"] == 1.0  # parsed as MPS does (strtod)
+    assert in_force["high_watermark_source"] == "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
 
 
 @pytest.mark.parametrize(
@@ -311,7 +315,7 @@ def test_mps_apply_settings_without_fraction_does_not_call(monkeypatch):
     [((2, 7), False), ((2, 8), True), ((2, 13), True), ((1, 13), False), ((3, 0), True)],
 )
 def test_mps_fp16_scaler_needs_torch_2_8(monkeypatch, version, scaler):
-    monkeypatch.setattr(devices, "torch_version_tuple", lambda: version)
+    monkeypatch.setattr(mps_device, "torch_version_tuple", lambda: version)
     for requested in ("fp16", "auto"):
         policy = MpsDevice().amp_policy(requested)
         assert policy.enabled is True
@@ -321,7 +325,7 @@ def test_mps_fp16_scaler_needs_torch_2_8(monkeypatch, version, scaler):
 
 @pytest.mark.parametrize("version", [(2, 7), (2, 8)])
 def test_mps_bf16_never_scales(monkeypatch, version):
-    monkeypatch.setattr(devices, "torch_version_tuple", lambda: version)
+    monkeypatch.setattr(mps_device, "torch_version_tuple", lambda: version)
     policy = MpsDevice().amp_policy("bf16")
     assert policy.enabled is True
     assert policy.dtype == "bfloat16"
@@ -330,7 +334,7 @@ def test_mps_bf16_never_scales(monkeypatch, version):
 
 
 def test_mps_amp_default_setting_is_fp16_when_configured(monkeypatch):
-    monkeypatch.setattr(devices, "torch_version_tuple", lambda: (2, 8))
+    monkeypatch.setattr(mps_device, "torch_version_tuple", lambda: (2, 8))
     assert MpsDevice({"autocast": "fp16"}).amp_policy().dtype == "float16"
     assert MpsDevice({"autocast": "off"}).amp_policy().enabled is False
 
@@ -342,3 +346,63 @@ def test_mps_amp_default_setting_is_fp16_when_configured(monkeypatch):
 def test_torch_version_tuple(monkeypatch, version, expected):
     monkeypatch.setattr(torch, "__version__", version)
     assert devices.torch_version_tuple() == expected
+
+
+def test_mps_peak_from_the_allocator_where_torch_has_one(monkeypatch):
+    """torch 2.13's MPS allocator is a device allocator (pytorch#186748): its own peak,
+    named, and no sampling inside the steps; where it raises, the sampled peak."""
+    stats = {"allocated_bytes.all.peak": 4242}
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 7)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: torch.device("mps"))
+    monkeypatch.setattr(torch.accelerator, "reset_peak_memory_stats", lambda *a: None)
+    monkeypatch.setattr(torch.accelerator, "memory_stats", lambda *a: stats)
+    monkeypatch.setattr(torch.accelerator, "max_memory_allocated", lambda *a: 4242)
+    device = MpsDevice()
+    device.reset_peak_memory()
+    assert device.samples_memory_per_step is False
+    reading = device.memory_reading(None)
+    assert reading.peak_bytes == 4242 and "max_memory_allocated" in reading.method
+
+    def not_a_device_allocator(*_a):
+        raise RuntimeError("Allocator for mps is not a DeviceAllocator.")
+
+    monkeypatch.setattr(torch.accelerator, "reset_peak_memory_stats", not_a_device_allocator)
+    device.reset_peak_memory()
+    assert device.samples_memory_per_step is True
+    device.sample_memory()
+    assert "sampled peak" in device.memory_reading(None).method
+
+
+def test_mps_memory_limit_is_the_cap_in_force(monkeypatch):
+    """The collapse rule compares with the allocator's cap: the memory fraction where
+    one was set (it replaces the environment's high ratio), else the variable."""
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 1000)
+    monkeypatch.setattr(torch.mps, "set_per_process_memory_fraction", lambda f: None)
+    monkeypatch.setenv("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.0")
+    device = MpsDevice({"memory_fraction": 0.5})
+    in_force = device.apply_settings()
+    assert in_force["high_watermark_ratio"] == 0.5
+    assert in_force["high_watermark_source"] == "set_per_process_memory_fraction"
+    assert device.memory_limit_bytes() == 500
+    plain = MpsDevice({})
+    plain.apply_settings()
+    assert plain.memory_limit_bytes() == 1000
+    monkeypatch.setenv("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "0.0")  # no cap: the working set
+    assert plain.memory_limit_bytes() == 1000 and "no high watermark" in plain.memory_limit_method()
+
+
+@pytest.mark.parametrize(
+    "version, device_type, fused",
+    [
+        ((2, 13), "mps", True),
+        ((2, 12), "mps", None),
+        ((2, 8), "cuda", True),
+        ((2, 13), "cpu", None),
+    ],
+)
+def test_fused_adam_on_mps_from_2_13_as_on_cuda(monkeypatch, version, device_type, fused):
+    """From 2.13 the MPS fused kernel honours GradScaler (pytorch#186360), and then no
+    .item() per step (GradScaler's _maybe_opt_step) is paid on MPS either."""
+    monkeypatch.setattr(devices, "torch_version_tuple", lambda: version)
+    assert devices.fused_optimizer("auto", device_type) is fused
+    assert devices.fused_optimizer(False, device_type) is False

@@ -9,6 +9,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from trainbench.common import mps_memory
 from trainbench.config.entry_check import entry_problems
 from trainbench.config.matrix import (
     FAULTS_ENV,
@@ -81,6 +82,48 @@ def semantic_problems(config: dict) -> list[str]:
     if not config.get("aggregate", {}).get("records_only"):  # no cell runs here then
         problems += _thread_problems(config)
     problems += _baseline_problems(config)
+    problems += mps_memory_problems(config)
+    return problems
+
+
+def mps_memory_problems(config: dict) -> list[str]:
+    """MPS's watermark pair as its allocator checks it at a cell's first allocation (a
+    refusal there would fail every MPS cell), and two keys that set the same cap."""
+    if "mps" not in config["devices"]:
+        return []
+    key = "device_settings.mps"
+    mps = config["device_settings"].get("mps") or {}
+    high, low, fraction = (
+        mps.get("high_watermark_ratio"), mps.get("low_watermark_ratio"), mps.get("memory_fraction")
+    )  # fmt: skip
+    problems = []
+    if high is not None and fraction is not None:
+        problems.append(
+            f"`{key}.memory_fraction` ({fraction:g}) and `{key}.high_watermark_ratio` "
+            f"({high:g}) both set MPS's high watermark: set_per_process_memory_fraction "
+            "replaces PYTORCH_MPS_HIGH_WATERMARK_RATIO at the cell's start, so only the "
+            "fraction would hold. Fix: keep one, e.g. `memory_fraction: null`."
+        )
+    env = {}
+    if high is not None:
+        env[mps_memory.HIGH_VARIABLE] = str(high)
+    if low is not None:
+        env[mps_memory.LOW_VARIABLE] = str(low)
+    high_in, low_in = mps_memory.ratios_from(env)
+    refused = mps_memory.watermark_problem(high_in, low_in)
+    if refused:
+        shown_low = f"{low:g}" if low is not None else f"unset (MPS's default {low_in:g})"
+        fix = (
+            f"set `{key}.low_watermark_ratio` to at most {high_in:g} (e.g. {high_in * 0.8:g})"
+            if high_in
+            else f"set `{key}.low_watermark_ratio` to at most {mps_memory.HIGH_UPPER_BOUND:g}"
+        )
+        problems.append(
+            f"`{key}.high_watermark_ratio` is {high_in:g} and `{key}.low_watermark_ratio` "
+            f"is {shown_low}: MPS's allocator refuses the pair at the first allocation "
+            f'("{refused}"), so every MPS cell would fail. Fix: {fix}, or raise the high '
+            "ratio to at least the low one."
+        )
     return problems
 
 

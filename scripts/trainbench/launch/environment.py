@@ -166,6 +166,8 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
             overrides["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"
         if settings.get("high_watermark_ratio") is not None:
             overrides["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = str(settings["high_watermark_ratio"])
+        if settings.get("low_watermark_ratio") is not None:
+            overrides["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = str(settings["low_watermark_ratio"])
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_THREAD_VARIABLES}
     env.update(overrides)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS_DIR), env.get("PYTHONPATH")]))

@@ -82,6 +82,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from trainbench.measure.data import host_float64
 
 SEED = 20240613
 TINY = 1e-30
@@ -278,8 +279,8 @@ def precision_of(ctx: Any) -> Precision:
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """max|out − ref| / max(max|ref|, 1e-30); infinity when ``out`` is not finite or
     its shape differs."""
-    got = out.detach().to("cpu", torch.float64)
-    want = ref.detach().to(torch.float64)
+    got = host_float64(out)  # never a cast on the device, nor in the copy out (MPS)
+    want = host_float64(ref)
     if got.shape != want.shape or not bool(torch.isfinite(got).all()):
         return math.inf
     if got.numel() == 0:

@@ -149,6 +149,16 @@ def copy_to(tensor: torch.Tensor, device: torch.device | str, non_blocking: bool
     return tensor.to(device, non_blocking=non_blocking and device.type != "cpu")
 
 
+def host_float64(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` as a float64 copy on the host: copied out first, then cast there. The
+    one way a cell turns a device tensor into float64. MPS has no float64: casting a
+    device tensor raises (``TypeError: Cannot convert a MPS Tensor to float64``,
+    pytorch#122602, by design), and a copy out that casts in the same call
+    (``t.to("cpu", torch.float64)``) raises on torch 2.13 and on 2.14 writes nothing at
+    all (pytorch#197715)."""
+    return tensor.detach().cpu().to(torch.float64)
+
+
 def to_device(batch: dict, device: torch.device | str, non_blocking: bool = True) -> dict:
     """Every tensor of ``batch`` on ``device`` (:func:`copy_to`: never a non-blocking
     copy to the host); other values unchanged."""

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 from trainbench.measure.canary import relative_error
+from trainbench.measure.data import host_float64
 from trainbench.measure.parts_contract import CONTRACT, BadInputError, entry_name
 
 TINY = 1e-30
@@ -39,8 +40,8 @@ def as_tensor(value: Any) -> torch.Tensor:
 def relative_rmse(out: torch.Tensor, ref: torch.Tensor) -> float:
     """‖out − ref‖₂ / ‖ref‖₂ in float64 (the relative RMSE; 0 for two empty or two
     zero tensors); infinity when ``out`` is not finite or its shape differs."""
-    got = out.detach().to("cpu", torch.float64)
-    want = ref.detach().to("cpu", torch.float64)
+    got = host_float64(out)  # never a cast on the device, nor in the copy out (MPS)
+    want = host_float64(ref)
     if got.shape != want.shape or not bool(torch.isfinite(got).all()):
         return math.inf
     if got.numel() == 0:

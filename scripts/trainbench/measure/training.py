@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 from trainbench.measure import eval_parity, quality, step_breakdown, wall_time
 from trainbench.measure.context import RunContext, check_autocast_kernels
-from trainbench.measure.data import batch_size_of, staged_batches
+from trainbench.measure.data import batch_size_of, host_float64, staged_batches
 from trainbench.measure.devices import AmpPolicy
 from trainbench.measure.heap import frozen_heap
 from trainbench.measure.loop_state import LoopState, LoopTrackers, loop_settings, measured_window
@@ -207,7 +207,7 @@ class TrainingLoop:
         losses, stats, seconds = self.train_epoch_steps(epoch)
         train_seconds = time.perf_counter() - epoch_start - self.quality.mid_epoch_seconds(epoch)
         state.step_seconds.append(seconds)
-        state.step_losses.append(torch.stack(losses).double().tolist())
+        state.step_losses.append(host_float64(torch.stack(losses)).tolist())
         mean_loss = math.fsum(state.step_losses[-1]) / self.steps_per_epoch
         if not math.isfinite(mean_loss):
             raise NonFiniteLossError(

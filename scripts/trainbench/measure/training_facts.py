@@ -55,6 +55,7 @@ def settings_facts(parts: TrainingParts, settings: LoopSettings) -> dict:
         if parts.step_scheduler is not None
         else None,
         "grad_scaler": settings.grad_scaler,
+        "optimizer_host_waits_per_step": optimizer_host_waits(optimizer, settings.grad_scaler),
         "garbage_collection": GC_METHOD,
         "data_staging": staging,
         "compile": {
@@ -68,6 +69,16 @@ def settings_facts(parts: TrainingParts, settings: LoopSettings) -> dict:
         },
         **parts.extra_settings,
     }
+
+
+def optimizer_host_waits(optimizer, grad_scaler: bool) -> int:
+    """Host waits on the device that each optimizer step adds, by what torch does: a
+    GradScaler reads ``found_inf`` with ``.item()`` before stepping an optimizer that
+    cannot take the scale itself (``torch/amp/grad_scaler.py``, ``_maybe_opt_step``); a
+    fused Adam/AdamW takes it (``_step_supports_amp_scaling``) and adds none."""
+    if not grad_scaler:
+        return 0
+    return 0 if getattr(optimizer, "_step_supports_amp_scaling", False) else 1
 
 
 def verification_facts(verification: dict, log: WarningLog | None) -> dict:

@@ -1,12 +1,9 @@
 """The emulated MPS allocator: what it counts and what it refuses, after PyTorch's
 ``aten/src/ATen/mps/MPSAllocator.mm`` (torch 2.13).
 
-* Initialised on first use (an allocation or a memory query): it reads
-  ``PYTORCH_MPS_HIGH_WATERMARK_RATIO`` (default 1.7, at most 2.0, 0.0 = no limit) and
-  ``PYTORCH_MPS_LOW_WATERMARK_RATIO`` (default 1.4 on unified memory, at most the high
-  ratio, or 2.0 when the high one is 0.0), each parsed as ``strtod`` does (text that is
-  no number reads 0.0), and refuses a pair out of order with MPS's own messages
-  ("invalid low watermark ratio 1.4").
+* Initialised on first use (an allocation or a memory query): it reads and checks the
+  watermark pair as :mod:`trainbench.common.mps_memory` states, raising MPS's own
+  message ("invalid low watermark ratio 1.4") until the pair is valid.
 * ``set_per_process_memory_fraction(f)`` replaces the high ratio (0 to 2; it is not
   checked against the low one).
 * An allocation past ``high ratio x recommended_max_memory()`` raises MPS's own
@@ -23,22 +20,16 @@ heaps): it is the arithmetic that decides whether a run is refused.
 from __future__ import annotations
 
 import os
-import re
 import weakref
 from dataclasses import dataclass, field
 
-HIGH_DEFAULT = 1.7
-HIGH_UPPER_BOUND = 2.0
-LOW_DEFAULT_UNIFIED = 1.4
-HIGH_VARIABLE = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
-LOW_VARIABLE = "PYTORCH_MPS_LOW_WATERMARK_RATIO"
-_NUMBER = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def strtod(text: str) -> float:
-    """C's strtod as MPSAllocator reads a variable: the leading number, else 0.0."""
-    match = _NUMBER.match(text)
-    return float(match.group(0)) if match else 0.0
+from trainbench.common.mps_memory import (
+    HIGH_DEFAULT,
+    HIGH_VARIABLE,
+    LOW_DEFAULT_UNIFIED,
+    ratios_from,
+    watermark_problem,
+)
 
 
 def format_size(size: float) -> str:
@@ -54,11 +45,9 @@ def format_size(size: float) -> str:
 
 def check_watermarks(high: float, low: float) -> None:
     """MPSAllocator's checks, with its messages (RuntimeError, as TORCH_CHECK raises)."""
-    if not 0.0 <= high <= HIGH_UPPER_BOUND:
-        raise RuntimeError(f"invalid high watermark ratio {high:g}")
-    limit = HIGH_UPPER_BOUND if high == 0.0 else high
-    if not 0.0 <= low <= limit:
-        raise RuntimeError(f"invalid low watermark ratio {low:g}")
+    problem = watermark_problem(high, low)
+    if problem:
+        raise RuntimeError(problem)
 
 
 @dataclass
@@ -80,12 +69,10 @@ class EmulatedAllocator:
         """First use: the environment's ratios, checked (raises as MPS does)."""
         if self.initialized:
             return
-        high_text, low_text = os.environ.get(HIGH_VARIABLE), os.environ.get(LOW_VARIABLE)
-        high = strtod(high_text) if high_text is not None else HIGH_DEFAULT
-        low = strtod(low_text) if low_text is not None else LOW_DEFAULT_UNIFIED
+        high, low = ratios_from(os.environ)
         check_watermarks(high, low)
         self.high_ratio, self.low_ratio = high, low
-        self.high_source = HIGH_VARIABLE if high_text is not None else "default"
+        self.high_source = HIGH_VARIABLE if HIGH_VARIABLE in os.environ else "default"
         self.initialized = True
 
     def set_memory_fraction(self, fraction: float) -> None:

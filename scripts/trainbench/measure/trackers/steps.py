@@ -31,6 +31,8 @@ class StepTimer:
         self.region_seconds: list[float] = []  # synchronized wall time of each region
         self._marks: list[Any] = []
         self._spare: list[Any] = []
+        self.pairs_refused = 0  # event pairs whose end was not after their start (MPS)
+        self.steps_shared = 0  # steps timed as an even share of a longer span
 
     def prepare(self, expected_steps: int) -> None:
         """Make the events of the next region now, outside every timed region."""
@@ -63,7 +65,9 @@ class StepTimer:
             return
         marks = self._marks
         if self.uses_events:
-            steps = [a.elapsed_time(b) / 1000.0 for a, b in zip(marks, marks[1:], strict=False)]
+            steps, refused, shared = event_step_seconds(marks, seconds)
+            self.pairs_refused += refused
+            self.steps_shared += shared
         else:
             steps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
         self.regions.append([float(s) for s in steps])
@@ -71,4 +75,42 @@ class StepTimer:
         self._marks, self._spare = [], []
 
     def summary(self) -> dict:
-        return {"method": self.method, "region_seconds": list(self.region_seconds)}
+        summary = {"method": self.method, "region_seconds": list(self.region_seconds)}
+        if self.uses_events:
+            summary["event_pairs_refused"] = self.pairs_refused
+            summary["steps_sharing_a_span"] = self.steps_shared
+        return summary
+
+
+def event_step_seconds(marks: list[Any], region_seconds: float) -> tuple[list[float], int, int]:
+    """Each step's seconds from the region's events: (seconds, pairs refused, steps that
+    share a span).
+
+    An event pair can be refused: torch 2.13's ``torch.mps.Event.elapsed_time`` reads host
+    timestamps taken in Metal's completion callbacks and raises when the end is not later
+    than the start, which short steps can give (pytorch#196395). A refused pair never
+    fails the cell: the step's start is read against the next event that reads, and the
+    steps that span share its time evenly (their sum, what a window's throughput uses, is
+    still measured). Each event is read as an end at most once (an MPS end event is
+    waited for once). Where no later event reads, the region's synchronized wall time
+    less the steps already read is shared by the rest."""
+    steps: list[float] = []
+    refused = shared = 0
+    start, count = 0, len(marks)
+    while start < count - 1:
+        end, span = start + 1, None
+        while end < count and span is None:
+            try:
+                span = marks[start].elapsed_time(marks[end]) / 1000.0
+            except RuntimeError:
+                refused += 1
+                end += 1
+        if span is None:
+            rest = count - 1 - start
+            share = max(region_seconds - sum(steps), 0.0) / rest
+            return steps + [share] * rest, refused, shared + rest
+        width = end - start
+        steps.extend([span / width] * width)
+        shared += width if width > 1 else 0
+        start = end
+    return steps, refused, shared

@@ -1,0 +1,118 @@
+"""The MPS path's defects found by reading it against PyTorch (issue 50), each fixed and
+held here without a Mac: device tensors never cast to float64, event pairs that cannot
+fail a cell, a watermark pair refused before any job, the optimizer's host wait counted.
+The whole cell under MPS's rules: tests/test_mps_emulated.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import REPO, tiny_config
+from trainbench import config as tbconfig
+from trainbench.common import mps_memory
+from trainbench.config.checks import mps_memory_problems
+from trainbench.measure.data import host_float64
+from trainbench.measure.trackers.steps import event_step_seconds
+from trainbench.measure.training_facts import optimizer_host_waits
+
+
+class Stamp:
+    """An event with a host timestamp whose elapsed_time refuses a reversed pair, as
+    torch 2.13's MPS events do (pytorch#196395); each end is read once."""
+
+    def __init__(self, ms: float):
+        self.ms, self.ended = ms, 0
+
+    def elapsed_time(self, end: Stamp) -> float:
+        end.ended += 1
+        if end.ms <= self.ms:
+            raise RuntimeError("End event 2 was not recorded after start event 1")
+        return end.ms - self.ms
+
+
+def test_a_refused_event_pair_never_fails_the_cell_and_keeps_the_sum():
+    marks = [Stamp(t) for t in (0.0, 10.0, 9.9, 30.0, 40.0)]  # the pair (10, 9.9) is reversed
+    steps, refused, shared = event_step_seconds(marks, region_seconds=0.05)
+    assert steps == pytest.approx([0.010, 0.010, 0.010, 0.010])
+    assert sum(steps) == pytest.approx(0.040)  # what a window's throughput reads
+    assert (refused, shared) == (1, 2)
+    assert all(mark.ended <= 1 for mark in marks)  # an end event is waited for once
+
+
+def test_events_that_never_read_again_share_the_region_wall_time():
+    marks = [Stamp(t) for t in (0.0, 10.0, 5.0, 4.0)]  # nothing after 10 ms reads
+    steps, refused, shared = event_step_seconds(marks, region_seconds=0.040)
+    assert steps[0] == pytest.approx(0.010)
+    assert steps[1:] == pytest.approx([0.015, 0.015]) and (refused, shared) == (2, 2)
+
+
+def test_host_float64_copies_out_before_it_casts():
+    seen = []
+    t = torch.ones(3)
+    original = torch.Tensor.cpu
+
+    def cpu(self, *a, **k):
+        seen.append(self.dtype)
+        return original(self, *a, **k)
+
+    torch.Tensor.cpu = cpu
+    try:
+        out = host_float64(t)
+    finally:
+        torch.Tensor.cpu = original
+    assert out.dtype == torch.float64 and seen == [torch.float32]
+
+
+def test_the_optimizer_host_wait_is_counted_by_what_torch_does():
+    params = [torch.nn.Parameter(torch.ones(2))]
+    assert optimizer_host_waits(torch.optim.Adam(params), grad_scaler=True) == 1
+    assert optimizer_host_waits(torch.optim.Adam(params, fused=True), grad_scaler=True) == 0
+    assert optimizer_host_waits(torch.optim.Adam(params), grad_scaler=False) == 0
+
+
+@pytest.mark.parametrize(
+    ("settings", "refused"),
+    [
+        ({"memory_fraction": None, "high_watermark_ratio": 1.0}, "invalid low watermark ratio 1.4"),
+        ({"memory_fraction": None, "high_watermark_ratio": 1.0, "low_watermark_ratio": 0.8}, None),
+        ({"memory_fraction": None, "high_watermark_ratio": 0.0, "low_watermark_ratio": 1.9}, None),
+        ({"memory_fraction": None, "low_watermark_ratio": 1.8}, "invalid low watermark ratio 1.8"),
+        ({"high_watermark_ratio": 1.9}, "both set MPS's high watermark"),
+        ({}, None),  # config.yaml's own: memory_fraction 0.8, MPS's defaults 1.7 / 1.4
+    ],
+)
+def test_the_watermark_pair_is_refused_before_any_job(settings, refused):
+    config = tiny_config(devices=["cpu", "mps"], device_settings={"cpu": {}, "mps": settings})
+    if refused is None:
+        assert mps_memory_problems(tbconfig.validate_config(config)) == []
+        return
+    with pytest.raises(tbconfig.ConfigError) as refusal:
+        tbconfig.validate_config(config)
+    problem = str(refusal.value)
+    assert refused in problem and "device_settings.mps" in problem and "Fix:" in problem
+
+
+def test_strtod_reads_the_variable_as_mps_does():
+    assert mps_memory.strtod("1.0") == 1.0 and mps_memory.strtod("0.5x") == 0.5
+    assert mps_memory.strtod("off") == 0.0  # no number: 0.0 (the high ratio: no cap)
+    assert mps_memory.ratios_from({}) == (1.7, 1.4)
+
+
+def test_the_readme_mps_example_is_a_valid_pair():
+    """The README's MPS settings pass the check the allocator would apply."""
+    import re
+
+    import yaml
+
+    text = (REPO / "README.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "watermark" in b)
+    example = yaml.safe_load(block)
+    settings = {**tiny_config(), **{k: example[k] for k in ("devices", "device_settings")}}
+    settings["device_settings"]["cpu"]["threads"] = None
+    config = tbconfig.validate_config(settings)
+    assert mps_memory_problems(config) == []
+    mps = config["device_settings"]["mps"]
+    assert (
+        mps_memory.watermark_problem(mps["high_watermark_ratio"], mps["low_watermark_ratio"])
+        is None
+    )
