@@ -283,3 +283,34 @@ class MpsDispatch(TorchDispatchMode):
         self.syncs.wait("a copy to the host (copy_)")
         dst.copy_(src.elem, *args[2:], **kwargs)
         return dst
+
+
+def _attention_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):  # fmt: skip
+    """scaled_dot_product_attention by its math path (MPS's own kernel choice happens
+    in C++ by device type, which a CPU build has no entry for). Under MPS autocast the
+    op is a lower-precision one: its inputs are cast first, as autocast would."""
+    if torch.is_autocast_enabled("mps"):
+        dtype = torch.get_autocast_dtype("mps")
+
+        def cast(t):
+            return t.to(dtype) if t is not None and t.is_floating_point() else t
+
+        query, key, value, attn_mask = cast(query), cast(key), cast(value), cast(attn_mask)
+        with torch.autocast("mps", enabled=False):
+            return _attention_math(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)  # fmt: skip
+    return aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )[0]
+
+
+def attention_for_device_tensors(original):
+    """``F.scaled_dot_product_attention`` that takes the math path for device tensors
+    (patched over the module attribute, so nested callers such as
+    ``multi_head_attention_forward`` and transformers find it too)."""
+
+    def scaled_dot_product_attention(*args, **kwargs):
+        if any(isinstance(x, MpsTensor) for x in tree_leaves((args, kwargs))):
+            return _attention_math(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return scaled_dot_product_attention
