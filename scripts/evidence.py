@@ -6,6 +6,7 @@
     python scripts/evidence.py check --update-readme README.md   # write that list into README
     python scripts/evidence.py render docs/measured/gpu        # tables/figures/reports from its records
     python scripts/evidence.py verify           # each folder's commit has the source that measured
+    python scripts/evidence.py mac-selftest     # make mac-selftest: CPU against MPS, one file to send
 
 See scripts/trainbench/evidence/__init__.py and evidence_run.py.
 """
@@ -19,6 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from trainbench.evidence import render  # noqa: E402
 from trainbench.evidence.check import check_readme, staleness_lines, update_readme  # noqa: E402
+from trainbench.evidence.mac import run_selftest  # noqa: E402
 from trainbench.evidence.run import PARTS, make_evidence  # noqa: E402
 from trainbench.evidence.source import RECENT, verify_lines  # noqa: E402
 
@@ -34,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     again = sub.add_parser("render", help="remake an evidence folder's analysis from its records")
     again.add_argument("folders", nargs="+", type=Path)
     again.add_argument("--cores", type=int, default=2)
+    sub.add_parser(
+        "mac-selftest",
+        help="on a Mac with Apple silicon: the CPU against MPS with every check, one file to send",
+    )
     verify = sub.add_parser(
         "verify", help="check each folder's commit against the source fingerprint that measured"
     )
@@ -48,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.update_readme:
             update_readme(ROOT, Path(args.update_readme))
         return check_readme(ROOT, Path(args.readme)) if args.readme else 0
+    if args.command == "mac-selftest":
+        return run_selftest(ROOT)
     if args.command == "verify":
         lines, passed = verify_lines(ROOT, limit=args.recent)
         print("\n".join(lines))

@@ -74,6 +74,7 @@ def loop_result(
             "losses": state.step_losses,
             "samples": state.step_samples,
             "extension_seconds": state.extension_seconds,
+            **timer.reading_facts(),
             "method": timer.method + "; step 0 alone, synchronized at both edges; "
             "losses: each step's training loss (float64 copies of the device values, "
             "collected once per epoch)",

@@ -30,6 +30,7 @@ from trainbench.common.mps_memory import (
     ratios_from,
     watermark_problem,
 )
+from trainbench.measure.mps_emulator import rules
 
 
 def format_size(size: float) -> str:
@@ -47,7 +48,7 @@ def check_watermarks(high: float, low: float) -> None:
     """MPSAllocator's checks, with its messages (RuntimeError, as TORCH_CHECK raises)."""
     problem = watermark_problem(high, low)
     if problem:
-        raise RuntimeError(problem)
+        raise rules.broken(rules.EmulatedMpsRuntimeError, rules.WATERMARK, problem)
 
 
 @dataclass
@@ -117,12 +118,14 @@ class EmulatedAllocator:
         if limit is not None and self.reserved - reuse + size > limit:
             self.refused.append(size)
             other = 0
-            raise RuntimeError(
+            raise rules.broken(
+                rules.EmulatedMpsRuntimeError,
+                rules.OUT_OF_MEMORY,
                 f"MPS backend out of memory (MPS allocated: {format_size(self.reserved)}, "
                 f"other allocations: {format_size(other)}, max allowed: "
                 f"{format_size(limit)}). Tried to allocate {format_size(size)} on private "
                 "pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for "
-                "memory allocations (may cause system failure)."
+                "memory allocations (may cause system failure).",
             )
         self.cached -= reuse
         self.allocated += size

@@ -65,7 +65,10 @@ def where() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         path = os.path.realpath(frame.f_code.co_filename)
-        if not path.startswith(_SKIPPED) and not frame.f_code.co_filename.startswith("<"):
+        name = frame.f_code.co_filename
+        if name in ("<string>", "<stdin>"):  # code given to python itself (-c, a pipe)
+            return f"in {frame.f_code.co_name} ({name} line {frame.f_lineno})"
+        if not name.startswith("<") and not path.startswith(_SKIPPED):
             try:
                 shown = os.path.relpath(path)
             except ValueError:
@@ -77,9 +80,10 @@ def where() -> str:
 
 
 def broken(kind: type[EmulatedMpsError], rule: str, message: str) -> EmulatedMpsError:
-    """The exception for ``rule``: MPS's ``message``, then the rule and where."""
+    """The exception for ``rule``: the rule and where first (a message cut short keeps
+    them), then MPS's own ``message``."""
     place = where()
-    error = kind(f"{message} [MPS emulator: {rule}, {place}]")
+    error = kind(f"[MPS emulator: {rule}, {place}] {message}")
     error.rule, error.where = rule, place
     return error
 

@@ -74,12 +74,21 @@ class StepTimer:
         self.region_seconds.append(float(seconds))
         self._marks, self._spare = [], []
 
+    def reading_facts(self) -> dict:
+        """How the events read (:func:`event_step_seconds`); nothing on the clock."""
+        if not self.uses_events:
+            return {}
+        return {
+            "event_pairs_refused": self.pairs_refused,
+            "steps_sharing_a_span": self.steps_shared,
+        }
+
     def summary(self) -> dict:
-        summary = {"method": self.method, "region_seconds": list(self.region_seconds)}
-        if self.uses_events:
-            summary["event_pairs_refused"] = self.pairs_refused
-            summary["steps_sharing_a_span"] = self.steps_shared
-        return summary
+        return {
+            "method": self.method,
+            "region_seconds": list(self.region_seconds),
+            **self.reading_facts(),
+        }
 
 
 def event_step_seconds(marks: list[Any], region_seconds: float) -> tuple[list[float], int, int]:
