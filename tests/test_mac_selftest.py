@@ -47,7 +47,10 @@ def test_the_file_to_send_holds_the_summary_report_and_records(tmp_path, monkeyp
         names = set(tar.getnames())
         summary = json.loads(tar.extractfile(mac.SUMMARY).read())
     assert names == {
-        mac.SUMMARY, "report.md", "tables/speed.csv", "runs/image_cnn/mps/bs32/rep0/metrics.json"
+        mac.SUMMARY,
+        "report.md",
+        "tables/speed.csv",
+        "runs/image_cnn/mps/bs32/rep0/metrics.json",
     }
     assert summary["wall_seconds"] == 12.5 and summary["code"] == {"label": "source abc"}
     machine = summary["machine"]

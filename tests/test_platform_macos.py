@@ -94,7 +94,9 @@ def test_linux_without_proc_falls_back_to_platform(monkeypatch):
 @pytest.mark.parametrize(("platform", "scale"), [("darwin", 1), ("linux", 1024)])
 def test_peak_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, scale):
     monkeypatch.setattr(sys, "platform", platform)
-    monkeypatch.setattr(device_base.resource, "getrusage", lambda who: SimpleNamespace(ru_maxrss=4096))
+    monkeypatch.setattr(
+        device_base.resource, "getrusage", lambda who: SimpleNamespace(ru_maxrss=4096)
+    )
     assert devices.host_peak_rss_bytes() == 4096 * scale
     assert resource.getrusage is not None  # the real module is untouched outside the patch
 
