@@ -79,6 +79,10 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",
     "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
+    # The MPS emulator and make mps-ready: installed only in a cell whose spec asks for
+    # it (a readiness check, never a measurement; no evidence folder holds one).
+    "scripts/trainbench/measure/mps_emulator/*",
+    "scripts/trainbench/launch/readiness.py",
 )
 # What a rendered run keeps besides its records (paths relative to the results folder).
 RENDERED = ("report.md", "reports/*.md", "tables/*.csv", "tables/*.md", "figures/*.png")

@@ -4,6 +4,7 @@ The launcher (attempts, retries, the record), the fork server and its client, th
 entry (``python -m trainbench.launch.child``: canary, then :mod:`.dispatch` hands over to
 the measurement in :mod:`trainbench.measure`), the cell lock and watchdog, the child's
 environment and the host's facts, the availability memo, the float64 reference's launch,
-reruns of failed cells and recovery after a killed run. Nothing here imports torch at
-module level: the launcher must outlive any crash of its child.
+reruns of failed cells and recovery after a killed run, and ``make mps-ready``'s short
+cells on the MPS emulator (:mod:`.readiness`). Nothing here imports torch at module
+level: the launcher must outlive any crash of its child.
 """

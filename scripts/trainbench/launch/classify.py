@@ -66,7 +66,9 @@ HINTS = (
     ),
     (
         r"MPS backend out of memory",
-        "lower the batch size or set device_settings.mps.high_watermark_ratio",
+        "lower the batch size, or raise the allocator's cap: device_settings.mps."
+        "memory_fraction (up to 2), or memory_fraction: null with high_watermark_ratio "
+        "and low_watermark_ratio (low at most high)",
     ),
 )
 
