@@ -237,3 +237,45 @@ def test_the_emulator_holds_each_rule_with_mps_messages(tmp_path, high, low, sta
         assert seen["accelerator peak"] == "ok"
     else:  # a torch whose MPS allocator is no device allocator (before pytorch#186748)
         assert "not a DeviceAllocator" in seen["accelerator peak"]
+
+
+MODELS = REPO / "tests" / "data" / "mps_models"
+
+
+def _line(text: str) -> int:
+    lines = (MODELS / "models.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+WHERE = "tests/data/mps_models/models.py line"
+NOT_READY = {
+    "float64_forward": f"no float64 on the device, in forward ({WHERE} "
+    f"{_line('dtype=torch.float64, device=x.device')})",
+    "float64_eval": f"no float64 on the device, in evaluate ({WHERE} {_line('.double().softmax')})",
+    "cpu_weight": f"one device per op, in loss ({WHERE} {_line('weight=weight')})",
+}
+
+
+def test_own_models_are_ready_or_name_the_rule_and_the_line(tmp_path):
+    """The user-facing check on own models of several kinds (LSTM, GRU, convolutions
+    with batch and group norm, a transformer with padding masks and attention, an
+    embedding bag, a regression with cdist and einsum and a fused AdamW, a generator on
+    the device with a state dict saved and loaded): the correct ones ready, each broken
+    one not, with its rule and line; exit status 1."""
+    done = subprocess.run(
+        [sys.executable, "scripts/mps_ready.py", "config.yaml", str(MODELS / "models.yaml"),
+         "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    verdicts = {
+        v["workload"]: v for v in json.loads((tmp_path / "readiness.json").read_text())["workloads"]
+    }
+    assert len(verdicts) == 10, done.stdout + done.stderr[-2000:]
+    for name, verdict in verdicts.items():
+        if name in NOT_READY:
+            assert not verdict["ready"] and NOT_READY[name] in verdict["first_problem"], verdict
+            assert f"mps-ready: {name}: not ready: " in done.stdout
+        else:
+            assert verdict["ready"], (name, verdict["first_problem"])
+    assert done.returncode == 1
+    assert "mps-ready: 7 of 10 workloads ready" in done.stdout

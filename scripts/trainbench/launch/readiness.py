@@ -154,7 +154,8 @@ def _notes(record: dict, result: dict) -> list[str]:
     if syncs.get("in_timed_steps"):
         where = ", ".join(syncs.get("in_timed_steps_where") or {})
         hint = (
-            "; with a GradScaler, Adam(fused=True) removes its .item() (torch >= 2.13 on MPS)"
+            "; GradScaler reads found_inf before each step of an optimizer that is not "
+            "fused: fused=True (Adam, AdamW, SGD; torch >= 2.13 on MPS) removes it"
             if "_optimizer_step" in where
             else ""
         )

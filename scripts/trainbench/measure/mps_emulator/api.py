@@ -31,7 +31,12 @@ from collections.abc import Callable
 
 import torch
 from trainbench.measure.mps_emulator import rules
-from trainbench.measure.mps_emulator.dispatch import MpsDispatch, attention_for_device_tensors
+from trainbench.measure.mps_emulator.dispatch import (
+    MpsDispatch,
+    attention_for_device_tensors,
+    factory_for_device_tensors,
+    rebuild_on_device,
+)
 
 NOT_A_DEVICE_ALLOCATOR = "Allocator for mps is not a DeviceAllocator."
 # The first release whose MPS allocator is a c10::DeviceAllocator (pytorch#186748).
@@ -148,6 +153,9 @@ def patch_torch(mode: MpsDispatch, events: EmulatedEvents, allocator_stats: bool
     _patch(torch.backends.mps, "is_built", lambda: True, saved)
     _patch(torch.backends.mps, "is_available", lambda: True, saved)
     _patch(torch.accelerator, "synchronize", synchronize, saved)
+    torch.serialization.add_safe_globals([rebuild_on_device])  # torch.load(weights_only)
+    for name in ("tensor", "as_tensor"):
+        _patch(torch, name, factory_for_device_tensors(getattr(torch, name)), saved)
     functional = torch.nn.functional
     attention = attention_for_device_tensors(functional.scaled_dot_product_attention)
     _patch(functional, "scaled_dot_product_attention", attention, saved)

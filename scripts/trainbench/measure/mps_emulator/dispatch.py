@@ -122,6 +122,13 @@ class MpsTensor(torch.Tensor):
         # Reached only where the emulator's mode is not on the stack (another thread).
         return current().handle(func, args, kwargs or {})
 
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False, **_kwargs):
+        """On MPS, ``new_tensor`` builds on the device (its C++ path skips the dispatch
+        mode, so it is built on the host and copied in, through the rules)."""
+        device = self.device if device is None else torch.device(device)
+        made = torch.tensor(data, dtype=dtype or self.dtype).to(device)
+        return made.requires_grad_(requires_grad)
+
     def tolist(self):
         current().syncs.wait("a copy to the host (.tolist())")
         return self.elem.tolist()
@@ -138,10 +145,16 @@ class MpsTensor(torch.Tensor):
         return self.numpy()
 
     def __reduce_ex__(self, protocol):
-        raise TypeError("a tensor on the emulated MPS device cannot be pickled: .cpu() first")
+        """Pickled (torch.save) as its host values, loaded back onto the device."""
+        return rebuild_on_device, (self.elem.detach(), self.requires_grad)
 
 
 _CURRENT: list[MpsDispatch] = []
+
+
+def rebuild_on_device(elem: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    tensor = elem.to(MPS) if _CURRENT else elem
+    return tensor.requires_grad_(requires_grad)
 
 
 def current() -> MpsDispatch:
@@ -314,3 +327,21 @@ def attention_for_device_tensors(original):
         return original(*args, **kwargs)
 
     return scaled_dot_product_attention
+
+
+def factory_for_device_tensors(original):
+    """``torch.tensor`` / ``torch.as_tensor`` that build a device tensor on the host and
+    copy it in through the dispatch mode (their C++ path skips dispatch modes, and a CPU
+    build has no MPS kernel to fall to): MPS's rules apply to the copy."""
+
+    def factory(data, *args, dtype=None, device=None, **kwargs):
+        target = _device_of(device)
+        if target is None or target.type != "mps":
+            return original(data, *args, dtype=dtype, device=device, **kwargs)
+        grad = kwargs.pop("requires_grad", False)
+        made = original(data, *args, dtype=dtype, **kwargs)
+        return made.to(target).requires_grad_(grad) if grad else made.to(target)
+
+    factory.__name__ = factory.__qualname__ = original.__name__
+    factory.__doc__ = original.__doc__
+    return factory

@@ -8,7 +8,7 @@ whether it is built). A CPU build has neither for ``mps``, so a tensor that clai
 on ``mps`` cannot take part in a backward pass. This module compiles (once per torch
 version, cached; about a second) and loads a shared library that registers both: a guard
 with one device and one stream that never waits, and hooks that say "built, available"
-and nothing else. Every computation still runs on the CPU (:mod:`.dispatch`).
+and hand out CPU generators for ``torch.Generator(device="mps")``. Every computation still runs on the CPU (:mod:`.dispatch`).
 
 The registration is process-wide and cannot be undone: the emulator runs in a cell's own
 process, never in a process that goes on to do anything else. On a torch that has MPS
@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 SOURCE = r"""
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/MPSHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -67,6 +68,13 @@ struct EmulatedMpsHooks : public at::MPSHooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   bool hasPrimaryContext(DeviceIndex) const override { return true; }
+  // torch.Generator(device="mps"): the emulated ops draw from CPU generators.
+  const at::Generator& getDefaultGenerator(DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Generator getNewGenerator(DeviceIndex) const override {
+    return at::detail::createCPUGenerator();
+  }
 };
 }  // namespace
 
