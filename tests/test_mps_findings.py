@@ -116,3 +116,28 @@ def test_the_readme_mps_example_is_a_valid_pair():
         mps_memory.watermark_problem(mps["high_watermark_ratio"], mps["low_watermark_ratio"])
         is None
     )
+
+
+def test_readiness_says_not_checked_where_the_emulator_cannot_start():
+    from trainbench.launch.readiness import judge
+
+    record = {
+        "status": "failed",
+        "error": {
+            "exception": "EmulatorUnavailable",
+            "message": "EmulatorUnavailable: no compiler",
+        },
+    }
+    verdict = judge("mine", 32, record)
+    assert not verdict.ready and not verdict.checked_at_all
+    assert verdict.line() == "mps-ready: mine: not checked: EmulatorUnavailable: no compiler"
+    failed = judge("mine", 32, {"status": "failed", "error": {"message": "TypeError: x"}})
+    assert failed.line() == "mps-ready: mine: not ready: the cell is failed: TypeError: x"
+
+
+def test_without_a_compiler_the_emulator_says_how_to_get_one(monkeypatch):
+    from trainbench.measure.mps_emulator import native
+
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    with pytest.raises(native.EmulatorUnavailable, match="no C\\+\\+ compiler .* Fix: install one"):
+        native._compiler()

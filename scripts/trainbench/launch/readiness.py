@@ -44,8 +44,11 @@ class Readiness:
     notes: list[str] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
     record: str | None = None
+    checked_at_all: bool = True  # False: the emulator could not start here
 
     def line(self) -> str:
+        if not self.checked_at_all:
+            return f"mps-ready: {self.workload}: not checked: {self.first_problem}"
         head = f"mps-ready: {self.workload}: " + ("ready" if self.ready else "not ready")
         if not self.ready:
             return f"{head}: {self.first_problem}"
@@ -111,6 +114,8 @@ def judge(workload: str, batch: int, record: dict, path: str | None = None) -> R
         error = record.get("error") or {}
         message = error.get("message") or record.get("reason") or status
         verdict.first_problem = f"the cell is {status}: {message}"
+        if error.get("exception") == "EmulatorUnavailable":
+            verdict.checked_at_all, verdict.first_problem = False, message
         return verdict
     result = record.get("result") or {}
     numerics = record.get("numerics") or {}
@@ -171,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="mps_ready.py",
         description="Would each workload of a config run on Apple's GPU (MPS)? A short "
         "cell per workload on the MPS emulator (CPU compute, MPS's rules): ready, or the "
-        "first rule broken and where. Exit 0 when every workload is ready. Never a speed.",
+        "first rule broken and where. Exit 0 when every workload is ready, 1 when one is not, "
+        "2 when nothing could be checked (no C++ compiler for the emulator). Never a speed.",
     )
     parser.add_argument(
         "paths",
@@ -206,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     })  # fmt: skip
     ready = sum(v.ready for v in verdicts)
     print(f"mps-ready: {ready} of {len(verdicts)} workloads ready ({out / 'readiness.json'})")
+    if not all(v.checked_at_all for v in verdicts):
+        return 2  # the emulator could not start: nothing was checked
     return 0 if ready == len(verdicts) else 1
 
 
