@@ -141,3 +141,31 @@ def test_without_a_compiler_the_emulator_says_how_to_get_one(monkeypatch):
     monkeypatch.setattr(native.shutil, "which", lambda name: None)
     with pytest.raises(native.EmulatorUnavailable, match="no C\\+\\+ compiler .* Fix: install one"):
         native._compiler()
+
+
+def test_the_collapse_rule_can_fire_under_the_memory_fraction(monkeypatch):
+    """Under memory_fraction 0.8 the allocator refuses past 0.8 x the recommended
+    working set: the limit a cell records is that cap, so a throughput drop at 7 GiB of
+    a 10 GiB working set (87% of the 8 GiB cap) is flagged; against the working set
+    itself (70%) it never could be."""
+    from stats_helpers import frame, run
+    from trainbench.analysis import stats
+    from trainbench.measure.mps_device import MpsDevice
+
+    gib = 1024**3
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 10 * gib)
+    monkeypatch.setattr(torch.mps, "set_per_process_memory_fraction", lambda f: None)
+    device = MpsDevice({"memory_fraction": 0.8})
+    device.apply_settings()
+
+    def rows(limit):
+        return frame([
+            run("w", "mps", bs, r, samples_per_s=speed, memory_peak_bytes=peak * gib,
+                memory_limit_bytes=limit)
+            for bs, speed, peak in [(8, 100.0, 2.0), (16, 60.0, 7.0)]
+            for r in range(2)
+        ])  # fmt: skip
+
+    assert device.memory_limit_bytes() == 8 * gib
+    assert stats.collapse_table(rows(device.memory_limit_bytes()))["device"].tolist() == ["mps"]
+    assert stats.collapse_table(rows(10 * gib)).empty
