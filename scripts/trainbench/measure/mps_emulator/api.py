@@ -109,14 +109,14 @@ class EmulatedEvents:
         return Event
 
 
-def _patch(target, name: str, value, saved: list) -> None:
-    saved.append((target, name, getattr(target, name, None)))
+def _patch(target, name: str, value) -> None:
+    """Replace ``target.name`` for the rest of the process (the emulator is final)."""
     setattr(target, name, value)
 
 
-def patch_torch(mode: MpsDispatch, events: EmulatedEvents, allocator_stats: bool) -> list:
+def patch_torch(mode: MpsDispatch, events: EmulatedEvents, allocator_stats: bool) -> None:
     """Point torch's MPS, accelerator and CUDA entry points at the emulated device."""
-    alloc, syncs, saved = mode.allocator, mode.syncs, []
+    alloc, syncs = mode.allocator, mode.syncs
 
     def synchronize(*_args) -> None:
         syncs.wait("torch.mps.synchronize()", explicit=True)
@@ -148,23 +148,22 @@ def patch_torch(mode: MpsDispatch, events: EmulatedEvents, allocator_stats: bool
         "set_rng_state": lambda state, *_a: torch.set_rng_state(state),
         "Event": events.event_class,
     }.items():
-        _patch(mps, name, value, saved)
-    _patch(mps.event, "Event", events.event_class, saved)
-    _patch(torch.backends.mps, "is_built", lambda: True, saved)
-    _patch(torch.backends.mps, "is_available", lambda: True, saved)
-    _patch(torch.accelerator, "synchronize", synchronize, saved)
+        _patch(mps, name, value)
+    _patch(mps.event, "Event", events.event_class)
+    _patch(torch.backends.mps, "is_built", lambda: True)
+    _patch(torch.backends.mps, "is_available", lambda: True)
+    _patch(torch.accelerator, "synchronize", synchronize)
     torch.serialization.add_safe_globals([rebuild_on_device])  # torch.load(weights_only)
     for name in ("tensor", "as_tensor"):
-        _patch(torch, name, factory_for_device_tensors(getattr(torch, name)), saved)
+        _patch(torch, name, factory_for_device_tensors(getattr(torch, name)))
     functional = torch.nn.functional
     attention = attention_for_device_tensors(functional.scaled_dot_product_attention)
-    _patch(functional, "scaled_dot_product_attention", attention, saved)
-    _patch_device_allocator(alloc, allocator_stats, saved)
-    _patch_cuda(saved)
-    return saved
+    _patch(functional, "scaled_dot_product_attention", attention)
+    _patch_device_allocator(alloc, allocator_stats)
+    _patch_cuda()
 
 
-def _patch_device_allocator(alloc, allocator_stats: bool, saved: list) -> None:
+def _patch_device_allocator(alloc, allocator_stats: bool) -> None:
     """torch.accelerator's memory statistics read torch._C's three functions."""
 
     def stats(*_args) -> dict:
@@ -181,16 +180,16 @@ def _patch_device_allocator(alloc, allocator_stats: bool, saved: list) -> None:
             raise RuntimeError(NOT_A_DEVICE_ALLOCATOR)
         alloc.reset_peak()
 
-    _patch(torch._C, "_accelerator_isAllocatorInitialized", lambda: True, saved)
-    _patch(torch._C, "_accelerator_getDeviceStats", stats, saved)
-    _patch(torch._C, "_accelerator_resetPeakStats", reset_peak, saved)
+    _patch(torch._C, "_accelerator_isAllocatorInitialized", lambda: True)
+    _patch(torch._C, "_accelerator_getDeviceStats", stats)
+    _patch(torch._C, "_accelerator_resetPeakStats", reset_peak)
 
 
-def _patch_cuda(saved: list) -> None:
+def _patch_cuda() -> None:
     def refuse(*_args, **_kwargs):
         raise rules.broken(
             rules.EmulatedMpsRuntimeError, rules.CUDA_CALL, "a torch.cuda call initialised CUDA"
         )
 
-    _patch(torch.cuda, "is_available", lambda: False, saved)
-    _patch(torch.cuda, "_lazy_init", refuse, saved)
+    _patch(torch.cuda, "is_available", lambda: False)
+    _patch(torch.cuda, "_lazy_init", refuse)
