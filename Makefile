@@ -80,8 +80,8 @@ test-slow: $(DEV)
 
 # Whole cells under MPS's rules on any machine (trainbench.measure.mps_emulator): every
 # bundled workload and the example own model with the canary, each of issue 50's MPS
-# findings restored (each must fail), the emulator's rules one by one. About 3 minutes on
-# 2 cores; needs a C++ compiler once (the emulator's 60-line shim). Never an MPS speed.
+# findings restored (each must fail), the emulator's rules one by one. About 4 minutes on
+# 2 cores; needs a C++ compiler once (the emulator's 50-line shim). Never an MPS speed.
 test-mps-emulated: $(DEV)
 	$(BIN)/pytest -m mps_emulated $(PYTEST_ARGS)
 

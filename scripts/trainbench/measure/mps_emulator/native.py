@@ -107,7 +107,7 @@ def _compiler() -> str:
         if found:
             return found
     raise EmulatorUnavailable(
-        "the MPS emulator compiles a 60-line C++ shim once (a device guard for `mps` in a "
+        "the MPS emulator compiles a 50-line C++ shim once (a device guard for `mps` in a "
         "torch built without MPS) and found no C++ compiler (c++, g++, clang++; or set CXX). "
         "Fix: install one (Debian/Ubuntu: apt install g++; macOS: xcode-select --install)."
     )
