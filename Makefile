@@ -123,7 +123,7 @@ gpu-evidence: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py run $(PARTS)
 
 # On a Mac with Apple silicon: the CPU against its GPU (MPS) with every check
-# (configs/mac-selftest.yaml, about 2-3 minutes), then one file to send back
+# (configs/mac-selftest.yaml, a short matrix), then one file to send back
 # (results/mac-selftest/trainbench-mac-selftest-*.tgz: records, report, macOS and torch).
 # Elsewhere it refuses (exit 2): see make mps-ready. See scripts/trainbench/evidence/mac.py.
 mac-selftest: $(RUNTIME)

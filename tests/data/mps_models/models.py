@@ -8,7 +8,7 @@ from torch import nn
 from trainbench import BatchTensorDataset, TrainingParts, make_loader
 
 
-def _parts(ctx, model, x, y, loss, opt=None, metric="accuracy", evaluate=None):
+def _parts(ctx, model, x, y, loss, opt=None, metric="accuracy", evaluate=None, higher=True):
     n = len(x)
 
     def loader(rows, shuffle):
@@ -38,6 +38,7 @@ def _parts(ctx, model, x, y, loss, opt=None, metric="accuracy", evaluate=None):
         loss_fn=loss,
         evaluate=evaluate or default_eval,
         primary_metric=metric,
+        higher_is_better=higher,
     )
 
 
@@ -162,8 +163,8 @@ def embbag(ctx):
 
 
 def regression(ctx):
-    """A regression with an MSE metric, one_hot, where, cdist, einsum."""
-    x, y = _data(ctx, (10,))
+    """A regression with an MSE metric, where, cdist, einsum and a fused AdamW."""
+    x, _ = _data(ctx, (10,))
     target = x.sum(1, keepdim=True)
 
     class Net(nn.Module):
@@ -182,38 +183,20 @@ def regression(ctx):
             return self.b(h) + 0 * d
 
     def loss(model, b):
-        return F.mse_loss(model(b["x"]).float(), b["t"]), {}
+        return F.mse_loss(model(b["x"]).float(), b["y"]), {}
 
     def evaluate(model, loader, ctx):
         se = n = 0.0
         for b in loader:
             b = {k: v.to(ctx.torch_device) for k, v in b.items()}
-            se += float(((model(b["x"]) - b["t"]) ** 2).sum())
-            n += len(b["t"])
+            se += float(((model(b["x"]) - b["y"]) ** 2).sum())
+            n += len(b["y"])
         return {"metrics": {"mse": se / n}, "samples": int(n)}
 
-    n = len(x)
+    def fused(model):
+        return torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
 
-    def loader(rows, shuffle):
-        return make_loader(
-            BatchTensorDataset(x=x[rows], t=target[rows]),
-            ctx.batch_size,
-            shuffle,
-            ctx.generator(2),
-            ctx.loader_kwargs,
-        )
-
-    model = Net().to(ctx.torch_device)
-    return TrainingParts(
-        model=model,
-        optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True),
-        train_loader=loader(slice(0, n - 256), True),
-        eval_loader=loader(slice(n - 256, n), False),
-        loss_fn=loss,
-        evaluate=evaluate,
-        primary_metric="mse",
-        higher_is_better=False,
-    )
+    return _parts(ctx, Net(), x, target, loss, fused, "mse", evaluate, higher=False)
 
 
 class Float64Forward(nn.Module):

@@ -81,7 +81,7 @@ class EmulatedEvents:
                 events.last_stamp = self._stamp
 
             def wait(self) -> None:
-                pass
+                """One stream, run in order on the host: nothing to wait for."""
 
             def query(self) -> bool:
                 return True

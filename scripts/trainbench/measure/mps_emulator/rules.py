@@ -52,11 +52,11 @@ class EmulatedMpsError(Exception):
 
 
 class EmulatedMpsTypeError(EmulatedMpsError, TypeError):
-    pass
+    """A TypeError, as MPS raises for float64 (so the failure is classed ``dtype``)."""
 
 
 class EmulatedMpsRuntimeError(EmulatedMpsError, RuntimeError):
-    pass
+    """A RuntimeError, as MPS raises for the other rules (OOM, devices, watermarks)."""
 
 
 def where() -> str:
