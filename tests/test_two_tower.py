@@ -8,8 +8,8 @@ import copy
 import itertools
 import json
 import time
+from importlib import metadata
 
-import faiss
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,6 +24,7 @@ from trainbench.measure.context import RunContext
 from trainbench.measure.cpu_features import cpu_flags
 from trainbench.measure.devices import get_device
 from trainbench.measure.trackers import TRAIN
+from trainbench.workloads import faiss_process
 from trainbench.workloads import two_tower as tt
 
 SCHEDULE_KEY = "workloads.two_tower.mine_schedule"
@@ -496,19 +497,12 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
     timed: list[tuple[float, float]] = []
     evaluations: list[tuple[float, float]] = []
     hooks: list[tuple[float, float]] = []
-    real_index, real_search, real_run_training = faiss.IndexFlatIP, tt.faiss_search, tt.run_training
+    real_search, real_run_training = tt.faiss_search, tt.run_training
+    real_process_search = faiss_process.FaissProcess.search
 
-    class RecordingIndex:
-        def __init__(self, dim):
-            self.index = real_index(dim)
-
-        def add(self, x):
-            arrays.append(x)
-            self.index.add(x)
-
-        def search(self, x, k):
-            arrays.append(x)
-            return self.index.search(x, k)
+    def recording_search(self, queries, docs, k):  # what reaches the FAISS process
+        arrays.extend([queries, docs])
+        return real_process_search(self, queries, docs, k)
 
     def slow_search(*args, **kwargs):
         t0 = time.perf_counter()
@@ -544,7 +538,7 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
         parts.before_epoch = clocked(parts.before_epoch, hooks)
         return real_run_training(parts, ctx)
 
-    monkeypatch.setattr(faiss, "IndexFlatIP", RecordingIndex)
+    monkeypatch.setattr(faiss_process.FaissProcess, "search", recording_search)
     monkeypatch.setattr(tt, "faiss_search", slow_search)
     monkeypatch.setattr(training, "StepTimer", RecordingTimer)
     monkeypatch.setattr(tt, "run_training", recording_run_training)
@@ -585,7 +579,7 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
     every = [s for part in steps["seconds"] + steps["extension_seconds"] for s in part]
     assert result["timed"]["seconds"] == pytest.approx(sum(every[result["warmup"]["steps"] :]))
     assert result["mining"]["seconds"] == pytest.approx(sum(m["seconds"] for m in mining))
-    assert len(arrays) == 2 * len(searches)  # one add and one search per index
+    assert len(arrays) == 2 * len(searches)  # the queries and the bank of each search
     for array in arrays:
         assert type(array) is np.ndarray
         assert array.dtype == np.float32 and array.flags["C_CONTIGUOUS"]
@@ -640,7 +634,7 @@ def test_cpu_cell_through_the_launcher(tmp_path):
     assert task["final"] == mrr[-1] and task["best"] == max(mrr)
 
     settings = result["settings"]
-    assert settings["faiss_version"] == faiss.__version__
+    assert settings["faiss_version"] == metadata.version("faiss-cpu")
     assert settings["rnn"] == "lstm" and settings["shared_weights"] is False
     assert settings["mining_per_epoch"] == ["none", "faiss", "faiss"]
     assert settings["mining"]["faiss_threads_requested"] == 1

@@ -34,9 +34,11 @@ def _exception_info(exc: BaseException) -> dict:
 def run(spec: dict, attempt: int, facts: dict) -> dict:
     """Run the cell. ``facts`` collects the environment (torch version, packages,
     the device's name) as soon as each is known, so a failed run still has them."""
+    openmp_switch_at_start = os.environ.get("KMP_DUPLICATE_LIB_OK")  # before any library
     import torch
     from trainbench.launch.dispatch import run_workload
     from trainbench.launch.environment import package_versions
+    from trainbench.launch.openmp_runtimes import openmp_in_force
     from trainbench.measure import wall_time
     from trainbench.measure.canary import run_canary
     from trainbench.measure.context import DeviceUnavailable, make_context
@@ -74,6 +76,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     settings_in_force["torch_threads_at_end"] = torch.get_num_threads()
     settings_in_force["amp"] = ctx.amp.as_dict()
     settings_in_force["dataloader"] = ctx.device.dataloader_kwargs()
+    settings_in_force["openmp"] = openmp_in_force(openmp_switch_at_start)
     return {
         "status": "ok",
         "result": result,

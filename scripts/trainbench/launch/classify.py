@@ -58,7 +58,11 @@ SILENT_CORRUPTION_PATTERNS = (r"Error: command buffer exited with error status",
 HINTS = (
     (
         r"OMP: Error #15",
-        "two OpenMP runtimes loaded (torch + faiss/MKL); see KMP_DUPLICATE_LIB_OK in device_settings.<dev>.env",
+        "two OpenMP runtimes started in one process (on a Mac, torch's libomp and another "
+        "library's copy: faiss, MKL); keep that library in a process of its own, as two_tower "
+        "does with FAISS (trainbench.workloads.faiss_process). KMP_DUPLICATE_LIB_OK=TRUE in "
+        "device_settings.<dev>.env lets the cell run, but Intel warns it may give incorrect "
+        "results (docs/how-it-measures.md, OpenMP)",
     ),
     (
         r"LLVM ERROR: Failed to infer result type",

@@ -36,6 +36,7 @@ from trainbench.workloads.common import (
     cell_loaders,
     load_cell_data,
 )
+from trainbench.workloads.faiss_process import faiss_process
 from trainbench.workloads.two_tower_data import (  # noqa: F401 (the data API, also reached as two_tower.*)
     KEY,
     PAD,
@@ -218,14 +219,17 @@ def load_pair_tensors(ctx: RunContext) -> tuple[dict, dict[str, torch.Tensor]]:
 
 
 def set_faiss_threads(mining: dict) -> dict:
-    """Give FAISS the OpenMP threads the config names (if any); the thread counts in
-    force: torch's before, FAISS's after."""
-    import faiss
-
-    torch_threads_before = torch.get_num_threads()
-    if mining.get("faiss_threads"):
-        faiss.omp_set_num_threads(int(mining["faiss_threads"]))
-    return {"torch_before": torch_threads_before, "faiss": int(faiss.omp_get_max_threads())}
+    """Start the cell's FAISS process (:mod:`.faiss_process`; a cell without FAISS fails
+    here) and give it the OpenMP threads the config names, else the cell's own torch
+    thread count; the facts in force: torch's threads, FAISS's, and its process."""
+    process = faiss_process()
+    torch_threads = torch.get_num_threads()
+    threads = process.set_threads(int(mining.get("faiss_threads") or torch_threads))
+    return {
+        "torch": torch_threads,
+        "faiss": threads,
+        "faiss_version": process.facts["faiss_version"],
+    }
 
 
 @dataclass
@@ -377,11 +381,9 @@ def two_tower_settings(
     settings: dict, meta: dict, plan: MiningPlan, threads: dict, baseline: dict
 ) -> dict:
     """The run's settings recorded with its result (``extra_settings``)."""
-    import faiss
-
     model_settings, opt = settings["model"], settings["optimizer"]
     return {
-        "faiss_version": faiss.__version__,
+        "faiss_version": threads["faiss_version"],
         **{key: model_settings[key] for key in MODEL_FACTS},
         "shared_weights": bool(model_settings["shared_weights"]),
         "temperature": float(settings["temperature"]),
@@ -395,7 +397,10 @@ def two_tower_settings(
             "index": "IndexFlatIP",
             "faiss_threads_requested": settings["mining"].get("faiss_threads"),
             "faiss_threads_in_force": threads["faiss"],
-            "torch_threads_before_faiss": threads["torch_before"],
+            "faiss_process": "FAISS searches in a process of its own (one OpenMP runtime "
+            "per process: torch's and faiss's wheels each ship one on a Mac); arrays go "
+            "there and back by pipe, inside search_seconds",
+            "torch_threads_before_faiss": threads["torch"],
             "torch_threads_after_faiss": torch.get_num_threads(),
             "timing": "before each epoch, outside every timed region; device synced at its edges",
         },
@@ -434,15 +439,14 @@ def mining_summary(baseline: dict, per_epoch: list[str]) -> Callable[[dict], dic
 
 def build_parts(ctx: RunContext) -> TrainingParts:
     """Model, optimizer, data and step for one cell (the benchmarks reuse them)."""
-    import faiss  # noqa: F401 (first: a cell without FAISS fails before reading its data)
-
     settings = ctx.workload_settings
+    # First: a cell without FAISS fails before reading its data.
+    threads = set_faiss_threads(settings["mining"])
     schedule = parse_mine_schedule(settings["mine_schedule"])
     meta, data = load_pair_tensors(ctx)
     bank, train_query, train_pos = data["bank"], data["train_query"], data["train_pos"]
     plan = mining_plan(settings, schedule, len(bank))
     device = ctx.torch_device
-    threads = set_faiss_threads(settings["mining"])
 
     torch.manual_seed(ctx.run_seed)  # weights drawn on the CPU, then moved
     model = TwoTower(int(meta["vocab_size"]), settings["model"]).to(device)

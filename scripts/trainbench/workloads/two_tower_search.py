@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from trainbench.workloads.faiss_process import faiss_process
 from trainbench.workloads.two_tower_data import KEY
 
 RECALL_KS = (1, 5, 10)
@@ -31,16 +32,12 @@ def faiss_search(
     queries: torch.Tensor | np.ndarray, docs: torch.Tensor | np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact inner-product search (``faiss.IndexFlatIP``): (scores, ids), each
-    (n_queries, k), best first. ``k`` is capped at the number of documents."""
-    import faiss
-
+    (n_queries, k), best first. ``k`` is capped at the number of documents. FAISS runs
+    in a process of its own (:mod:`.faiss_process`: one OpenMP runtime per process)."""
     q, d = to_faiss(queries), to_faiss(docs)
     if q.shape[1] != d.shape[1]:
         raise ValueError(f"query dim {q.shape[1]} != document dim {d.shape[1]}")
-    index = faiss.IndexFlatIP(d.shape[1])
-    index.add(d)
-    scores, ids = index.search(q, min(int(k), d.shape[0]))
-    return scores, ids.astype(np.int64)
+    return faiss_process().search(q, d, min(int(k), d.shape[0]))
 
 
 def select_hard_negatives(
