@@ -88,7 +88,7 @@ PYPROJECT = {
             "bench": ["accelerate==1.15.0"],
             "slurm": ["throttler==1.2.3; python_version >= '3.11'"],
             "apple": ["zeus-apple-silicon==1.1.0; sys_platform == 'darwin'"],
-            "dev": ["pytest==9.2.0", "trainbench[bench]"],
+            "dev": ["pytest==9.2.0", "trainbench-workflow[bench]"],
         },
     },
 }

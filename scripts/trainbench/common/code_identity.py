@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-DISTRIBUTION = "trainbench"
+DISTRIBUTION = "trainbench-workflow"  # imported as `trainbench`
 # The code that runs: the package and the entry scripts (with its schema and report
 # templates), and the workflow's rules. Relative to the project root.
 SOURCE_PATTERNS = (

@@ -26,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from trainbench.offline import OfflineError
 
-PROJECT = "trainbench"
+PROJECT = "trainbench-workflow"  # pyproject.toml's name when it has none
 # The extras a wheelhouse holds unless told otherwise: the runtime (always) and the
 # HF Trainer that benchmarks/throughput.py's hf_trainer variant needs.
 DEFAULT_EXTRAS = ("bench",)
@@ -50,8 +50,10 @@ def read_pyproject(path: Path) -> dict:
 
 def pinned_requirements(pyproject: dict, extras: Sequence[str]) -> list[Requirement]:
     """The project's dependencies and those of ``extras``, the project's own
-    ``trainbench[x]`` entries replaced by extra x's requirements (dev names bench so)."""
+    ``trainbench-workflow[x]`` entries replaced by extra x's requirements (dev names
+    bench so)."""
     project = pyproject["project"]
+    own_name = canonical(project.get("name", PROJECT))
     optional = project.get("optional-dependencies", {})
     unknown = sorted(set(extras) - set(optional))
     if unknown:
@@ -67,7 +69,7 @@ def pinned_requirements(pyproject: dict, extras: Sequence[str]) -> list[Requirem
         pending.extend(optional[extra])
     while pending:
         requirement = Requirement(pending.pop(0))
-        if canonical(requirement.name) != PROJECT:
+        if canonical(requirement.name) != own_name:
             found.append(requirement)
             continue
         for extra in sorted(requirement.extras - seen_extras):

@@ -49,7 +49,9 @@ POWERCAP = Path("/sys/class/powercap")
 # 60 s (besides the region edges) never lets one wrap twice unseen.
 RAPL_POLL_SECONDS = 60.0
 APPLE_FIELDS = {"cpu": "cpu_total_mj", "gpu": "gpu_mj", "ane": "ane_mj", "dram": "dram_mj"}
-NO_APPLE_EXTRA = "macOS without the `apple` extra (pip install 'trainbench[apple]')"
+NO_APPLE_EXTRA = (
+    "macOS without the `apple` extra (in the clone: .venv/bin/pip install -e '.[apple]')"
+)
 
 
 @dataclass
