@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from trainbench.common.records import current_umask
+from trainbench.launch.process_group import signal_group
 
 WATCHDOG_FD_VARIABLE = "TRAINBENCH_WATCHDOG_FD"
 PR_SET_PDEATHSIG = 1
@@ -35,6 +36,9 @@ STOP_GRACE_S = 5.0
 
 
 def _alive(pid: int | None) -> bool:
+    """Whether a process ``pid`` (the lock's launcher) exists. EPERM means it does, as
+    someone else's: this pid is not one we created, unlike a cell's process group
+    (:func:`trainbench.launch.process_group.signal_group`, where EPERM means gone)."""
     if not pid:
         return False
     try:
@@ -47,19 +51,18 @@ def _alive(pid: int | None) -> bool:
 
 
 def _stop_group(pgid: int, log) -> None:
-    """SIGTERM a process group, then SIGKILL what is left after a grace period."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
+    """SIGTERM a cell's process group, then SIGKILL what is left after a grace period.
+    The group is one of our launchers' children: EPERM (macOS, a zombie-only group)
+    counts as gone, as ESRCH does."""
+    if not signal_group(pgid, signal.SIGTERM):
+        return
     deadline = time.monotonic() + STOP_GRACE_S
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not signal_group(pgid, 0):
             return
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-    log.write(f"process group {pgid} did not stop on SIGTERM; killed\n")
+    if signal_group(pgid, signal.SIGKILL):
+        log.write(f"process group {pgid} did not stop on SIGTERM; killed\n")
 
 
 class CellLock:
@@ -98,7 +101,7 @@ class CellLock:
                 f"another launcher (pid {launcher}) is running this cell; waiting for it "
                 "(two copies of a cell never run side by side)\n"
             )
-        elif child and _alive(child):
+        elif child and signal_group(int(child), 0):
             self.log.write(
                 f"this cell's previous launcher (pid {launcher}) is gone but its process "
                 f"group {child} still runs: stopping it before starting\n"

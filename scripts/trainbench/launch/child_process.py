@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from trainbench.launch.process_group import signal_group
+
 TERM_GRACE_S = 5.0
 
 
@@ -73,9 +75,9 @@ def wait_for_child(child, timeout: float) -> tuple[int, bool, int | None]:
         if not timed_out and now > deadline:
             timed_out = True
             sent_term_at = now
-            _signal_group(child, signal.SIGTERM)
+            signal_group(child.pid, signal.SIGTERM)
         elif timed_out and now - sent_term_at > TERM_GRACE_S:
-            _signal_group(child, signal.SIGKILL)
+            signal_group(child.pid, signal.SIGKILL)
         time.sleep(0.05)
 
 
@@ -105,13 +107,8 @@ def forward_stop_signals(proc):
 
 
 def _stop_child(proc) -> None:
-    _signal_group(proc, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=TERM_GRACE_S)
     except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-
-
-def _signal_group(proc, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+        signal_group(proc.pid, signal.SIGKILL)

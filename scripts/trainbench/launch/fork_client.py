@@ -4,7 +4,6 @@ as a ``Popen`` would be watched."""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -28,6 +27,7 @@ from trainbench.launch.fork_server import (
     StaleSocket,
     _owner_alive,
 )
+from trainbench.launch.process_group import signal_group
 
 
 def server_key(env: dict) -> str:
@@ -114,8 +114,7 @@ class ForkedChild:
             self.returncode = os.waitstatus_to_exitcode(report["status"])
             self.maxrss = report.get("maxrss")
         elif not chunk:  # the server is gone; its children die with it (PDEATHSIG)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
+            signal_group(self.pid, signal.SIGKILL)
             self.returncode = -signal.SIGKILL
         if self.returncode is not None:
             self.conn.close()

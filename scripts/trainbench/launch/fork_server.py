@@ -48,6 +48,8 @@ import time
 import traceback
 from pathlib import Path
 
+from trainbench.launch.process_group import signal_group
+
 # Variables that differ between two launchers of one run and that nothing reads at
 # import time: they are set in each child, never part of the server's key. Every other
 # variable is: a cell whose environment differs in any of them gets its own server.
@@ -281,8 +283,7 @@ class Server:
                 with contextlib.suppress(OSError):
                     os.unlink(leftover)
             for pid in self.children:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+                signal_group(pid, signal.SIGKILL)  # each its own group (setsid)
 
     def _loop(self, listener: socket.socket, wake_read: int) -> None:
         last_owner_check = 0.0
