@@ -268,6 +268,24 @@ def test_host_activity_counts_this_process_and_its_children_as_its_own():
     assert own_cpu_seconds(process) - before >= 1.5  # 0.8 s here + 0.8 s in the child
 
 
+def test_a_child_ended_in_the_window_is_own_where_psutil_reads_no_children(monkeypatch):
+    """On macOS psutil's ``children_user``/``children_system`` are always 0 (psutil's
+    docs), so a child that burns CPU and is waited for inside the window must be read
+    elsewhere (getrusage) or it would count as other load. psutil patched as on macOS."""
+    real_cpu_times = psutil.Process.cpu_times
+
+    def as_on_macos(self):
+        return real_cpu_times(self)._replace(children_user=0.0, children_system=0.0)
+
+    monkeypatch.setattr(psutil.Process, "cpu_times", as_on_macos)
+    process = psutil.Process()
+    before = own_cpu_seconds(process)
+    burn = "import time\nwhile time.process_time() < 0.3: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    assert process.cpu_times().children_user == 0.0
+    assert own_cpu_seconds(process) - before >= 0.3
+
+
 def test_a_schedule_that_changes_the_work_holds_the_window_to_its_last_phase():
     from trainbench.measure.measurement import window_phase
 

@@ -3,8 +3,10 @@
 pyperf warns when a system is too noisy to benchmark; here the cell measures it.
 From the opening of the first timed region to the close of the last, the machine's
 busy CPU time (psutil, every core) minus the CPU time of this process and its
-children is the CPU time other processes used; divided by the wall time it is the
-number of cores they kept busy on average. The load average is read at both ends.
+children (live ones read by psutil; ended ones by ``getrusage(RUSAGE_CHILDREN)``,
+since psutil's children fields are always 0 on macOS) is the CPU time other
+processes used; divided by the wall time it is the number of cores they kept busy
+on average. The load average is read at both ends.
 A cell is ``disturbed`` when others kept at least ``threshold_cores`` busy.
 
 Resolution: the kernel counts CPU time in ticks (10 ms on Linux), so the estimate
@@ -14,6 +16,7 @@ is meaningful over windows of a second or more (the minimum timed window).
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 import psutil
@@ -28,16 +31,28 @@ def machine_busy_seconds() -> float:
     return float(sum(v for k, v in times._asdict().items() if k not in _NOT_BUSY))
 
 
+def waited_children_cpu_seconds() -> float:
+    """CPU seconds of this process's children that have ended and been waited for (and
+    of their own waited-for descendants): ``getrusage(RUSAGE_CHILDREN)``, the same on
+    Linux and macOS. psutil's ``children_user``/``children_system`` are the same
+    numbers on Linux (/proc's cutime and cstime) but always 0 on macOS and Windows."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def own_cpu_seconds(process: psutil.Process) -> float:
-    """CPU seconds of this process, its finished children and its live children
-    (DataLoader workers, compiler workers)."""
+    """CPU seconds of this process (``process`` is this process: psutil.Process()),
+    its finished children (:func:`waited_children_cpu_seconds`) and its live children
+    (DataLoader workers, compiler workers; psutil)."""
+    if process.pid != os.getpid():
+        raise ValueError("own_cpu_seconds reads the caller's own children: pass psutil.Process()")
     own = process.cpu_times()
-    total = own.user + own.system + own.children_user + own.children_system
+    total = own.user + own.system + waited_children_cpu_seconds()
     for child in process.children(recursive=True):
         try:
             times = child.cpu_times()
         except psutil.Error:
-            continue  # it ended between listing and reading: counted in children_* once reaped
+            continue  # it ended between listing and reading: counted once waited for
         total += times.user + times.system
     return float(total)
 
@@ -72,7 +87,8 @@ class HostActivity:
     def summary(self) -> dict:
         facts = {
             "method": "psutil: busy CPU time of the machine minus this process and its "
-            "children, from the first timed region's start to the last one's end",
+            "children (live ones: psutil; ended ones: getrusage RUSAGE_CHILDREN), from "
+            "the first timed region's start to the last one's end",
             "logical_cores": psutil.cpu_count(logical=True),
             "threshold_cores": self.threshold_cores,
             "load_avg_start": self.load_avg_start,
