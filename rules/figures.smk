@@ -1,8 +1,10 @@
 # Every figure family in one job, from the tables only (showyourwork's rule: compute
 # and plotting apart). The job imports matplotlib and pandas once (~1 s a process on a
 # 2-core machine), then draws the families side by side in processes forked from it,
-# one per thread: one job per family would pay those imports eight times. Changing a
-# figure never recomputes a table or retrains.
+# one per thread: one job per family would pay those imports eight times. On macOS,
+# where fork is unsafe, the processes are spawned and pay the imports once each
+# (trainbench.analysis.worker_processes). Changing a figure never recomputes a table or
+# retrains.
 
 
 rule figures:

@@ -1,21 +1,34 @@
 """Snakemake entry: every figure family, drawn from the tables (never from training),
-side by side in the job's threads (forked processes)."""
+side by side in the job's threads (worker processes: forked on Linux, spawned on macOS,
+trainbench.analysis.worker_processes)."""
 
 import logging
 import sys
 from pathlib import Path
 
-# This checkout's trainbench first (Snakemake appends the script folder last).
-sys.path.insert(0, snakemake.scriptdir)
-from trainbench.analysis.figures import FIGURE_NAMES, draw_figures  # noqa: E402
-from trainbench.analysis.tables import read_table  # noqa: E402
 
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
-tables = {Path(path).stem: read_table(path) for path in snakemake.input.tables}
-tables.update({name: read_table(snakemake.input[name]) for name in ("runs", "epochs", "matmul")})
-draw_figures(
-    tables,
-    {name: getattr(snakemake.output, name) for name in FIGURE_NAMES},
-    workers=snakemake.threads,
-    done=lambda name, path: logging.info("wrote %s", path),
-)
+def main(snakemake) -> None:
+    # This checkout's trainbench first (Snakemake appends the script folder last).
+    sys.path.insert(0, snakemake.scriptdir)
+    from trainbench.analysis.figures import FIGURE_NAMES, draw_figures
+    from trainbench.analysis.tables import read_table
+
+    logging.basicConfig(
+        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s"
+    )
+    tables = {Path(path).stem: read_table(path) for path in snakemake.input.tables}
+    tables.update(
+        {name: read_table(snakemake.input[name]) for name in ("runs", "epochs", "matmul")}
+    )
+    draw_figures(
+        tables,
+        {name: getattr(snakemake.output, name) for name in FIGURE_NAMES},
+        workers=snakemake.threads,
+        done=lambda name, path: logging.info("wrote %s", path),
+    )
+
+
+# A spawned worker (macOS) runs this file again as __mp_main__, without Snakemake's
+# `snakemake` object: the work happens only in the job's own process.
+if __name__ == "__main__":
+    main(snakemake)

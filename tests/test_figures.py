@@ -7,8 +7,10 @@ statistic."""
 from __future__ import annotations
 
 import ast
+import logging
 import os
 import struct
+import sys
 import zlib
 from pathlib import Path
 
@@ -383,6 +385,22 @@ def test_families_drawn_side_by_side_give_the_same_bytes(tables, first_renders, 
     written = []
     draw_figures(tables, paths, workers=workers, done=lambda n, p: written.append(n), dpi=DPI)
     assert sorted(written) == sorted(FIGURE_NAMES)
+    for name, path in paths.items():
+        assert path.read_bytes() == first_renders[name].read_bytes(), name
+
+
+@pytest.mark.slow
+def test_families_drawn_in_spawned_processes_as_on_macos_give_the_same_bytes(
+    tables, first_renders, tmp_path, monkeypatch, caplog
+):
+    """On macOS (patched here) the workers are spawned, never forked (fork is unsafe
+    there): every family and its tables cross by pickle into a fresh interpreter, and
+    each figure is still the bytes drawn alone in this process."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    caplog.set_level(logging.INFO, logger="trainbench.analysis.worker_processes")
+    paths = {name: tmp_path / f"{name}.png" for name in FIGURE_NAMES}
+    draw_figures(tables, paths, workers=2, dpi=DPI)
+    assert "figures: 2 worker process(es), start method spawn (darwin)" in caplog.text
     for name, path in paths.items():
         assert path.read_bytes() == first_renders[name].read_bytes(), name
 

@@ -4,7 +4,9 @@ record tables (tests/stats_helpers.py)."""
 from __future__ import annotations
 
 import io
+import logging
 import math
+import sys
 
 import numpy as np
 import pandas as pd
@@ -160,6 +162,28 @@ def test_tables_computed_side_by_side_are_the_same_tables():
     assert tuple(side_by_side) == stats.PUBLISHED_TABLES
     for name, table in one_process.items():
         pd.testing.assert_frame_equal(table, side_by_side[name], obj=name)
+
+
+def test_on_macos_the_tables_are_computed_in_one_process_never_a_forked_one(monkeypatch, caplog):
+    """On macOS (patched here) fork is unsafe and a spawned side process would import
+    more than it saves: publish(workers=2) computes every table in this process, the
+    same tables, bootstraps included."""
+    five = [100.0, 104.0, 98.0, 101.0, 103.0]
+    rows = cell("w", "cpu", 8, five, memory_peak_bytes=2 * 1024**3)
+    rows += cell("w", "cuda", 8, [3 * x for x in five], final_metric=0.9, final_loss=1.0)
+    runs = frame(rows)
+    one_process = stats.publish({"runs": runs}, {"w": ["cpu", "cuda"]})
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a worker process was started on macOS")
+
+    monkeypatch.setattr(stats, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    caplog.set_level(logging.INFO, logger="trainbench.analysis.worker_processes")
+    on_macos = stats.publish({"runs": runs}, {"w": ["cpu", "cuda"]}, workers=2)
+    assert "statistics: one process (darwin" in caplog.text
+    for name, table in one_process.items():
+        pd.testing.assert_frame_equal(table, on_macos[name], obj=name)
 
 
 def test_empty_inputs_give_every_table_with_its_columns():

@@ -4,12 +4,13 @@ the record tables. No statistic is computed here (no median, interval, quantile 
 aggregation), so a figure and a table never disagree.
 
 ``FIGURES[name](tables, out_path, **style)`` writes one figure; :func:`draw_figures`
-writes several, side by side in forked processes. ``tables`` maps table
-names to frames -- published (speedup, eval_speed, stability, per_label, memory,
-crossover, epoch_summary, matmul_summary, verification, ...) and record (runs,
-epochs, matmul). A missing or empty table gives a small figure saying there is nothing
-to draw, never an exception. Style keywords: ``dpi`` (110), ``font_scale`` (1.0),
-``title``. PNG by default, SVG or PDF by suffix; the same input gives the same bytes.
+writes several, side by side in worker processes (forked on Linux, spawned on macOS).
+``tables`` maps table names to frames -- published (speedup, eval_speed, stability,
+per_label, memory, crossover, epoch_summary, matmul_summary, verification, ...) and
+record (runs, epochs, matmul). A missing or empty table gives a small figure saying
+there is nothing to draw, never an exception. Style keywords: ``dpi`` (110),
+``font_scale`` (1.0), ``title``. PNG by default, SVG or PDF by suffix; the same input
+gives the same bytes.
 
 =============  ========================================================================
 throughput     speedup (median, low, high, interval) + runs (samples_per_s dots)
@@ -28,7 +29,6 @@ across_batch   across_batch_sizes (speedup, speedup_low/high, interval, verdict,
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -46,6 +46,7 @@ from trainbench.analysis.figures.style import device_color, device_order
 from trainbench.analysis.figures.targets import quality_figure, time_to_target_figure
 from trainbench.analysis.figures.throughput import throughput_figure
 from trainbench.analysis.published import FIGURE_NAMES
+from trainbench.analysis.worker_processes import worker_context
 
 __all__ = [
     "FIGURES",
@@ -99,23 +100,24 @@ def draw_figures(
     **style,
 ) -> None:
     """Write the figure of every family in ``paths`` (name -> file). With ``workers`` > 1
-    the families are drawn side by side in that many processes forked from this one
-    (matplotlib and the tables are already loaded: a fork pays no imports); each family
-    is drawn whole by one process, so its bytes are those it has drawn alone. ``done``
-    is called with each family's name and path once it is written; ``style`` goes to
-    every family (dpi, font_scale)."""
+    the families are drawn side by side in that many processes, forked from this one on
+    Linux (matplotlib is already loaded: a fork pays no imports), spawned on macOS
+    (:mod:`trainbench.analysis.worker_processes`); each family is drawn whole by one
+    process, so its bytes are those it has drawn alone. ``done`` is called with each
+    family's name and path once it is written; ``style`` goes to every family (dpi,
+    font_scale)."""
     unknown = sorted(set(paths) - set(FIGURES))
     if unknown:
         raise KeyError(f"unknown figure famil{'y' if len(unknown) == 1 else 'ies'}: {unknown}")
     names = [n for n in DRAW_ORDER if n in paths] + [n for n in paths if n not in DRAW_ORDER]
     workers = min(workers, len(names))
-    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers <= 1:
         for name in names:
             FIGURES[name](tables, paths[name], **style)
             if done:
                 done(name, paths[name])
         return
-    context = multiprocessing.get_context("fork")
+    context = worker_context("figures", workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = {name: pool.submit(FIGURES[name], tables, paths[name], **style) for name in names}
         for name, future in futures.items():

@@ -31,7 +31,6 @@ Every function is pure: pandas in, pandas out, no IO (write the tables with
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -110,6 +109,7 @@ from trainbench.analysis.stats.verdicts import (
     verdicts_table,
     verification_table,
 )
+from trainbench.analysis.worker_processes import worker_context
 
 # The columns of every published table, in order (stability may add failed_<class>).
 COLUMNS: dict[str, list[str]] = {
@@ -166,7 +166,8 @@ def publish(
     :mod:`.breakdown`); ``targets[workload]`` its configured ``target`` (time to target
     from the record table ``quality``, :mod:`.targets`). With ``workers``
     > 1 the speed and memory tables are computed in a forked process beside the others
-    (the same tables: every bootstrap is seeded by its own call)."""
+    (the same tables: every bootstrap is seeded by its own call); on macOS, where the
+    process would be spawned, in this one."""
     runs = fr.prepare_runs(tables.get("runs"))
     epochs, matmul = tables.get("epochs"), tables.get("matmul")
     baselines = fr.choose_baselines(runs, devices, baseline, matmul)
@@ -255,13 +256,18 @@ def _side_tables(
 
 def _beside(workers: int, runs: pd.DataFrame) -> ProcessPoolExecutor | contextlib.nullcontext:
     """A one-process pool, forked from this one, for :func:`_side_tables`; none with one
-    worker, where fork is unavailable, or where no cell has the runs for a bootstrap
-    (then everything is quick). scipy is imported before the fork, not in each half."""
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or runs.empty:
+    worker, where no cell has the runs for a bootstrap (then everything is quick), or
+    where the process would be spawned (macOS: it would import pandas, scipy and this
+    package before it starts, more than it saves; :mod:`trainbench.analysis.worker_processes`).
+    scipy is imported before the fork, not in each half."""
+    if workers < 2 or runs.empty:
         return contextlib.nullcontext()
     cells = runs.groupby(["workload", "device", "batch_size"], dropna=False).size()
     if not (cells >= MIN_BOOTSTRAP).any():
         return contextlib.nullcontext()
+    context = worker_context("statistics", 1, spawn_pays=False)
+    if context is None:
+        return contextlib.nullcontext()
     import scipy.stats  # noqa: F401 - both halves bootstrap
 
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(max_workers=1, mp_context=context)
