@@ -83,7 +83,7 @@ def test_every_mark_the_reports_can_write_has_a_badge():
 
 def test_marks_are_badges_with_words_not_emoji(tmp_path):
     text = (
-        "⚠️ **2 measurements were disturbed or too short to trust:** short window.\n\n"
+        "⚠️ **2 measurements carry a warning:** short window.\n\n"
         "## Verdicts\n\n"
         "- ✅ `cnn` on **cpu** (baseline): baseline.\n"
         "- ❌ `cnn` on **cuda** (not working): failed cells.\n"

@@ -54,4 +54,5 @@ def test_the_file_to_send_holds_the_summary_report_and_records(tmp_path, monkeyp
     }
     assert summary["wall_seconds"] == 12.5 and summary["code"] == {"label": "source abc"}
     machine = summary["machine"]
-    assert {"macos", "chip", "memory_bytes", "torch", "python", "power_source"} <= set(machine)
+    assert {"macos", "chip", "memory_bytes", "torch", "python", "power", "thermal"} <= set(machine)
+    assert "cpu_core_levels" in machine

@@ -269,7 +269,7 @@ def test_warning_block_comes_first(rendered):
     assert lines[0] == "# trainbench report"
     assert lines[1] == "24 run records: 21 ok, 1 failed, 2 unavailable."
     assert lines[2].startswith(
-        "⚠️ **2 measurements were disturbed or too short to trust:** 1 disturbed, 1 short window."
+        "⚠️ **2 measurements carry a warning:** 1 disturbed, 1 short window."
     )
     assert "(#measurement-quality)" in lines[2]
     quality = section(index, "Measurement quality")
@@ -277,14 +277,14 @@ def test_warning_block_comes_first(rendered):
         "other processes used 1.02 cores" in quality and "| short window | image_cnn |" in quality
     )
     # The workload report warns about its own measurements only.
-    assert "too short to trust" in reports["image_cnn"].split("## Summary")[0]
-    assert "too short to trust" not in reports["text_multilabel"]
+    assert "a warning:**" in reports["image_cnn"].split("## Summary")[0]
+    assert "a warning:**" not in reports["text_multilabel"]
 
 
 def test_no_warning_block_without_warnings(tmp_path):
     index, reports, _ = render_all(tmp_path, warnings=False)
-    assert "too short to trust" not in index
-    assert "too short to trust" not in reports["image_cnn"]
+    assert "a warning:**" not in index
+    assert "a warning:**" not in reports["image_cnn"]
     assert "No measurement was disturbed" in section(index, "Measurement quality")
 
 

@@ -45,11 +45,31 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True)
+class CoreLevels:
+    """A Mac's kinds of cores (trainbench.measure.macos_host.core_levels)."""
+
+    levels: int | None = None
+    performance_cores: int | None = None
+    efficiency_cores: int | None = None
+
+
+@dataclass(frozen=True)
+class Power:
+    """The power the machine ran on (trainbench.measure.macos_host.power_facts)."""
+
+    source: str | None = None  # "AC" or "battery"
+    battery_percent: float | None = None
+    low_power_mode: bool | None = None
+
+
+@dataclass(frozen=True)
 class Environment:
     host: str | None = None
     os: str | None = None
     cpu_model: str | None = None
     logical_cores: int | None = None
+    cpu_core_levels: CoreLevels = CoreLevels()
+    power: Power = Power()
     gpu_models: list | None = None
     device: DeviceInfo = DeviceInfo()
     python: str | None = None

@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from trainbench.analysis.record_view import Energy, Host, RecordView, Result, view_record
+from trainbench.analysis.record_view import (
+    Energy,
+    Environment,
+    Host,
+    RecordView,
+    Result,
+    view_record,
+)
 from trainbench.common.vocabulary import PHASES
 
 # Energy over the timed training regions (trainbench.measure.trackers.energy): see _energy_facts.
@@ -50,6 +57,7 @@ RUN_COLUMNS = [
     "eval_samples_per_s", "eval_warm_seconds", "eval_warm_passes", "eval_cold_seconds",
     "eval_short_window", "epoch_seconds_median", "full_epochs",
     "other_cpu_cores", "load_avg_start", "load_avg_end", "disturbed", "logical_cores",
+    "performance_cores", "efficiency_cores", "power_source", "battery_percent", "low_power_mode",
     "primary_metric", "higher_is_better", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
     *ENERGY_COLUMNS,
@@ -162,6 +170,18 @@ def _host_facts(host: Host | None) -> dict:
         "load_avg_end": _load_avg(host.load_avg_end),
         "disturbed": host.disturbed,
         "logical_cores": host.logical_cores,
+    }
+
+
+def _machine_state_facts(env: Environment) -> dict:
+    """The Mac's performance and efficiency cores, and the power the machine ran on
+    (source, battery charge, Low Power Mode) when the record was written."""
+    return {
+        "performance_cores": env.cpu_core_levels.performance_cores,
+        "efficiency_cores": env.cpu_core_levels.efficiency_cores,
+        "power_source": env.power.source,
+        "battery_percent": env.power.battery_percent,
+        "low_power_mode": env.power.low_power_mode,
     }
 
 
@@ -328,6 +348,7 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         **(_speed_facts(result) if result.is_training else {}),
         **(_energy_facts(result.energy) if result.is_training else {}),
         **_host_facts(result.host),
+        **_machine_state_facts(env),
         **_task_facts(result),
         **_verification_facts(result.verification, r.settings_in_force),
         **_numerics_facts(r.numerics),

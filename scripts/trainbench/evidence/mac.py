@@ -4,9 +4,10 @@ autocast checks, training and evaluation parity, memory, time to target), throug
 workflow itself, then one file to send back, as ``make gpu-evidence`` makes CUDA's.
 
 The file (``results/mac-selftest/trainbench-mac-selftest-<UTC time>.tgz``) holds
-``SELFTEST.json`` (macOS, the chip, its memory and cores, power source, Python and torch
-versions, the commit and the source fingerprint of the code that measured, the command
-and its wall time), the report and its tables, and every record. Nothing is claimed for
+``SELFTEST.json`` (macOS, the chip, its memory, its performance and efficiency cores, the
+power source, Low Power Mode and thermal state, Python and torch versions, the commit and
+the source fingerprint of the code that measured, the command and its wall time), the
+report and its tables, and every record. Nothing is claimed for
 MPS until such a file comes back: no Mac exists where this project is developed.
 Elsewhere it refuses (exit 2) and points to ``make mps-ready`` (the MPS emulator: would
 a workload run on MPS; never a speed).
@@ -53,17 +54,9 @@ def mps_problem() -> str | None:
     return None
 
 
-def _first_line(argv: list[str]) -> str | None:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    return lines[0] if done.returncode == 0 and lines else None
-
-
 def mac_facts() -> dict:
-    """The machine as the self-test ran on it."""
+    """The machine as the self-test ran on it (the host facts every record holds: its
+    kinds of cores, power and thermal state from trainbench.measure.macos_host)."""
     import psutil
     import torch
 
@@ -73,8 +66,10 @@ def mac_facts() -> dict:
         "chip": host.get("cpu_model"),
         "machine": host.get("machine"),
         "logical_cores": host.get("logical_cores"),
+        "cpu_core_levels": host.get("cpu_core_levels"),
         "memory_bytes": int(psutil.virtual_memory().total),
-        "power_source": _first_line(["pmset", "-g", "batt"]),
+        "power": host.get("power"),
+        "thermal": host.get("thermal"),
         "python": host.get("python"),
         "torch": torch.__version__,
         "mps_available": bool(torch.backends.mps.is_available()),

@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from trainbench.measure.cpu_features import cpu_model_name
+from trainbench.measure.macos_host import core_levels, power_facts, thermal_facts
 
 TRACKED_PACKAGES = (
     "torch",
@@ -39,6 +40,7 @@ BEHAVIOUR_VARIABLES = (
     "CUBLAS_WORKSPACE_CONFIG",
     "ONEDNN_MAX_CPU_ISA",  # lowers the instructions oneDNN may use (bf16 LSTM needs more)
     "ATEN_CPU_CAPABILITY",  # lowers torch's own CPU kernel dispatch
+    "VECLIB_MAXIMUM_THREADS",  # caps Apple Accelerate's threads (torch's BLAS on macOS)
 )
 
 
@@ -109,7 +111,9 @@ def host_facts() -> dict:
 
     On a Slurm cluster they name the node (host, slurm_node), its hardware
     (cpu_model, logical_cores, gpu_models) and the job that ran the cell, so
-    records of different node types are never averaged together."""
+    records of different node types are never averaged together. On a Mac, also its
+    performance and efficiency cores, Low Power Mode and thermal state; everywhere, the
+    power source (trainbench.measure.macos_host), read when the record is written."""
     return {
         "host": socket.gethostname(),
         "os": platform.platform(),
@@ -117,6 +121,9 @@ def host_facts() -> dict:
         "python": sys.version.split()[0],
         "cpu_model": cpu_model_name(),
         "logical_cores": os.cpu_count(),
+        "cpu_core_levels": core_levels(),
+        "power": power_facts(),
+        "thermal": thermal_facts(),
         "cpu_precision_flags": cpu_precision_flags(),
         "gpu_models": gpu_models(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
@@ -154,10 +161,39 @@ INHERITED_THREAD_VARIABLES = (
 )
 
 
+# On macOS, what caps a thread count besides torch.set_num_threads (CpuDevice.apply_settings),
+# read by its library when it loads, so set before the child imports torch. torch's matrix
+# multiplies go to Apple's Accelerate (vecLib), whose threads only VECLIB_MAXIMUM_THREADS
+# caps (no call does: threadpoolctl#136, flexiblas#32). OMP_NUM_THREADS is every OpenMP
+# runtime's starting count in every thread: torch.set_num_threads reaches torch's own
+# parallel loops (each thread's first at::parallel_for applies it, pytorch#37461), not an
+# OpenMP region outside them nor another library's copy of libomp (scikit-learn's wheel
+# bundles one). On Linux torch.set_num_threads alone caps torch's OpenMP and BLAS, and
+# nothing is set.
+MACOS_THREAD_VARIABLES = ("VECLIB_MAXIMUM_THREADS", "OMP_NUM_THREADS")
+
+
+def cell_threads(spec: dict) -> int | None:
+    """The cell's CPU thread count (cpu-t2: 2); None: torch's default (not a CPU cell,
+    or no count configured)."""
+    threads = spec["device_settings"].get("threads") if spec["backend"] == "cpu" else None
+    return int(threads) if threads else None
+
+
+def thread_variables(spec: dict) -> dict[str, str]:
+    """The variables that carry the cell's thread count to the libraries torch cannot
+    reach (:data:`MACOS_THREAD_VARIABLES`, macOS only); empty without a thread count."""
+    threads = cell_threads(spec)
+    if threads is None or sys.platform != "darwin":
+        return {}
+    return dict.fromkeys(MACOS_THREAD_VARIABLES, str(threads))
+
+
 def child_environment(spec: dict) -> tuple[dict, dict]:
     """The child's environment: ours without inherited thread limits, plus the
-    variables the config asks for. Returns (full environment, the overrides alone,
-    for the record)."""
+    variables that carry the cell's thread count (:func:`thread_variables`), plus the
+    variables the config asks for (which win). Returns (full environment, the
+    config's overrides alone, for the record)."""
     backend = spec["backend"]
     settings = spec["device_settings"]
     overrides = {str(k): str(v) for k, v in (settings.get("env") or {}).items()}
@@ -169,6 +205,7 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
         if settings.get("low_watermark_ratio") is not None:
             overrides["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = str(settings["low_watermark_ratio"])
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_THREAD_VARIABLES}
+    env.update(thread_variables(spec))
     env.update(overrides)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS_DIR), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
@@ -180,13 +217,34 @@ def child_environment(spec: dict) -> tuple[dict, dict]:
 class CellEnvironment:
     """A cell's child environment, computed once per cell (:func:`cell_environment`) and
     handed on: every attempt's child starts with ``variables``, the availability memo is
-    keyed on ``overrides``, and the record holds both."""
+    keyed on ``overrides``, and the record holds both and ``thread_caps``."""
 
     variables: dict[str, str]  # the child's whole environment
     overrides: dict[str, str]  # what the config set (the record's env_overrides)
+    thread_caps: dict  # what held the cell's thread count (the record's thread_caps)
+
+
+def thread_caps(spec: dict, variables: dict[str, str], overrides: dict[str, str]) -> dict:
+    """What held the cell's thread count, for the record: ``threads`` (None: torch's
+    default), the variables the launcher set for it (``set_by_launcher``; a variable the
+    config's env sets is the config's, in env_overrides), and on macOS ``accelerate``:
+    the VECLIB_MAXIMUM_THREADS the child started with, or that Accelerate ran at its
+    default (None elsewhere: Accelerate is macOS's)."""
+    veclib = variables.get("VECLIB_MAXIMUM_THREADS")
+    if sys.platform != "darwin":
+        accelerate = None
+    elif veclib:
+        accelerate = f"capped at {veclib} threads by VECLIB_MAXIMUM_THREADS"
+    else:
+        accelerate = "its default thread count: VECLIB_MAXIMUM_THREADS unset"
+    return {
+        "threads": cell_threads(spec),
+        "set_by_launcher": {k: v for k, v in thread_variables(spec).items() if k not in overrides},
+        "accelerate": accelerate,
+    }
 
 
 def cell_environment(spec: dict) -> CellEnvironment:
     """:func:`child_environment` of the cell ``spec``, for the launcher to hand on."""
     variables, overrides = child_environment(spec)
-    return CellEnvironment(variables, overrides)
+    return CellEnvironment(variables, overrides, thread_caps(spec, variables, overrides))

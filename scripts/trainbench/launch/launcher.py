@@ -373,6 +373,7 @@ def build_record(spec: dict, attempts: list[dict], cell_env: CellEnvironment) ->
     environment["behaviour_variables"] = {
         k: child_env[k] for k in BEHAVIOUR_VARIABLES if k in child_env
     }
+    environment["thread_caps"] = cell_env.thread_caps
     environment["inherited_thread_variables_removed"] = {
         k: os.environ[k]
         for k in INHERITED_THREAD_VARIABLES

@@ -26,13 +26,16 @@
 * note: the evidence in words ("rep 2 at bs 32 disturbed: 1 other cores; between-run
   CV 14% at bs 128").
 
-``warnings`` — one row per flagged measurement: kind (numerics, disturbed, short
-window, eval short window, no steady state, slowdown — per ok record of runs.csv —,
-noisy, bimodal — per workload × device, batch_size and rep empty), workload, device,
-batch_size, rep, detail (the numbers). ``numerics``: the record's numerical canary
-(:mod:`trainbench.measure.canary`) failed — "matmul_transposed rel. error 0.21 > 0.01", then
-any other failed ops — or raised ("canary error: <message>"); microbenchmark records
-included. Sorted by kind in that order, then workload, device, batch size, rep.
+``warnings`` — one row per flagged measurement: kind (numerics, disturbed, on battery,
+low power mode, threads beyond performance cores, short window, eval short window, no
+steady state, slowdown — per ok record of runs.csv —, noisy, bimodal — per workload ×
+device, batch_size and rep empty), workload, device, batch_size, rep, detail (the
+numbers). ``on battery``, ``low power mode``, ``threads beyond performance cores``: from
+the record's host facts (:mod:`.machine_state`); none of the three turns a verdict.
+``numerics``: the record's numerical canary (:mod:`trainbench.measure.canary`) failed —
+"matmul_transposed rel. error 0.21 > 0.01", then any other failed ops — or raised
+("canary error: <message>"); microbenchmark records included. Sorted by kind in that
+order, then workload, device, batch size, rep.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 from trainbench.analysis.stats import frames as fr
+from trainbench.analysis.stats import machine_state
 from trainbench.analysis.stats.verdicts import failure_text
 from trainbench.analysis.tables import compact, count_text
 
@@ -60,8 +64,9 @@ STABILITY_TAIL = [
 ]  # fmt: skip
 STABILITY_COLUMNS = STABILITY_HEAD + STABILITY_TAIL
 WARNING_KINDS = (
-    "split setups", "numerics", "memory growth", "disturbed", "short window", "eval short window", "no steady state", "slowdown",
-    "noisy", "bimodal",
+    "split setups", "numerics", "memory growth", "disturbed", "on battery", "low power mode",
+    "threads beyond performance cores", "short window", "eval short window", "no steady state",
+    "slowdown", "noisy", "bimodal",
 )  # fmt: skip
 WARNING_COLUMNS = ["kind", "workload", "device", "batch_size", "rep", "detail"]
 
@@ -284,7 +289,7 @@ def _disturbed_detail(cores: float, start: float, end: float) -> str:
 _DETAIL_COLUMNS = (
     "other_cpu_cores", "load_avg_start", "load_avg_end", "window_seconds", "window_steps",
     "eval_warm_seconds", "eval_warm_passes", "warmup_steps", "steady_start_step", "epochs",
-    "wall_extension_seconds", "mining_seconds",
+    "wall_extension_seconds", "mining_seconds", *machine_state.DETAIL_COLUMNS,
 )  # fmt: skip
 
 
@@ -306,6 +311,8 @@ def _record_detail(kind: str, v: pd.Series) -> str:
             f"no steady state in the step times; measured from step "
             f"{count_text(v['warmup_steps'])}, no verdict rests on it"
         )
+    if kind in machine_state.KINDS:
+        return machine_state.detail(kind, v)
     return _slowdown_detail(v)
 
 
@@ -348,12 +355,15 @@ def _record_warnings(runs: pd.DataFrame) -> list[dict]:
     steady = fr.text(ok, "steady_state")
     masks = {
         "disturbed": fr.flag(ok, "disturbed"),
+        **machine_state.masks(ok),
         "short window": fr.flag(ok, "short_window"),
         "eval short window": fr.flag(ok, "eval_short_window"),
         "no steady state": steady == fr.NO_STEADY_STATE,
         "slowdown": steady == "slowdown",
     }
-    values = pd.DataFrame({c: fr.num(ok, c) for c in _DETAIL_COLUMNS})
+    values = pd.DataFrame({c: fr.num(ok, c) for c in _DETAIL_COLUMNS}).assign(
+        device=fr.text(ok, "device").to_numpy()
+    )
     keys = ok[["workload", "device", "batch_size", "rep"]].to_numpy()
     rows = []
     for kind, mask in masks.items():
