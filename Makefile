@@ -11,6 +11,8 @@
 # A machine without network: make wheelhouse where the network is, then make
 # offline-setup there (docs/offline-install.md).
 PYTHON ?= python3
+# Named by the user (command line or environment), PYTHON is also the Python .venv must have.
+PYTHON_GIVEN := $(if $(filter-out default file,$(origin PYTHON)),--python-given)
 VENV ?= .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.trainbench-runtime
@@ -23,12 +25,32 @@ SNAKEMAKE_ARGS ?=
 WHEELHOUSE ?= .whl
 
 .PHONY: setup report test test-durations test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check evidence-verify \
-	wheelhouse offline-setup test-mps-emulated mps-ready mac-selftest
+	wheelhouse offline-setup test-mps-emulated mps-ready mac-selftest FORCE
+
+# $(VENV) itself, checked before every target that uses it (scripts/venv_python.py, run
+# by $(PYTHON): standard library, any Python 3.6 or later). Its Python must lie in
+# pyproject.toml's requires-python, and be PYTHON's when PYTHON is given (command line or
+# environment); otherwise it is emptied (one line says so) and made anew here, and this
+# file's new time makes $(RUNTIME) install again. A PYTHON outside that range stops the
+# run with the command that fixes it. FORCE: the check runs every time, but leaves this
+# file's time alone when $(VENV) is kept (then nothing is reinstalled).
+$(VENV)/pyvenv.cfg: FORCE
+	@command -v $(PYTHON) >/dev/null || { echo "make: PYTHON=$(PYTHON) is not a command here: name an installed Python 3, e.g. make $(MAKECMDGOALS) PYTHON=python3.13" >&2; exit 2; }
+	@$(PYTHON) scripts/venv_python.py --venv $(VENV) --python "$(PYTHON)" --goals "$(MAKECMDGOALS)" $(PYTHON_GIVEN)
+	@test -f $@ || { echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); }
+
+FORCE:
 
 # The runtime alone: what `make report` needs (no test tools, no Slurm plugin).
-$(RUNTIME): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# This project's distribution was named `trainbench` before; that name on the package
+# index is an unrelated project (docs/development.md). A venv holding either has it
+# removed once, with the stale egg-info of the old name.
+$(RUNTIME): pyproject.toml $(VENV)/pyvenv.cfg
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@rm -rf scripts/trainbench.egg-info
+	@if $(BIN)/python -m pip show --quiet trainbench >/dev/null 2>&1; then \
+		echo "$(BIN)/python -m pip uninstall --yes trainbench   # the old name (docs/development.md)"; \
+		$(BIN)/python -m pip uninstall --quiet --yes trainbench; fi
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUNTIME)
 
@@ -141,10 +163,12 @@ evidence-verify: $(RUNTIME)
 	$(BIN)/python scripts/evidence.py verify
 
 # Offline install, step 1, where the network is (docs/offline-install.md): the wheels
-# that a machine without network lacks for the pins (runtime + bench), into $(WHEELHOUSE)
-# with manifest.json. TARGET_PYTHON=3.12 (required); TARGET_FREEZE=that machine's
-# `python3 -m pip freeze`; KEEP_TARGET="numpy scipy" uses its own versions of those;
-# WHEELHOUSE_MIB=62 fails when larger; PIP_PYTHON=a python of the target's version.
+# that a machine without network lacks for the pins (runtime + bench + apple), into
+# $(WHEELHOUSE) with manifest.json. TARGET_PYTHON=3.12 (required); TARGET_FREEZE=that
+# machine's `python3 -m pip freeze`; KEEP_TARGET="numpy scipy" uses its own versions of
+# those; WHEELHOUSE_MIB=62 fails when larger; PIP_PYTHON=a python of the target's version;
+# TARGET_PLATFORM=macosx_14_0_arm64 (default manylinux x86_64); WITH_TORCH=1 adds the
+# pinned torch, for a machine without its own (a Mac); EXTRAS="bench dev" (default bench apple).
 wheelhouse:
 	@test -n "$(TARGET_PYTHON)" || { echo "wheelhouse: set TARGET_PYTHON, e.g. make wheelhouse TARGET_PYTHON=3.12 TARGET_FREEZE=target-freeze.txt"; exit 2; }
 	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/offline_install.py wheelhouse \
@@ -152,7 +176,9 @@ wheelhouse:
 		$(if $(TARGET_FREEZE),--target-freeze $(TARGET_FREEZE)) \
 		$(if $(KEEP_TARGET),--keep-target $(KEEP_TARGET)) \
 		$(if $(WHEELHOUSE_MIB),--max-mib $(WHEELHOUSE_MIB)) \
-		$(if $(PIP_PYTHON),--pip-python $(PIP_PYTHON))
+		$(if $(PIP_PYTHON),--pip-python $(PIP_PYTHON)) \
+		$(foreach tag,$(TARGET_PLATFORM),--platform $(tag)) \
+		$(if $(WITH_TORCH),--with-torch) $(if $(EXTRAS),--extras $(EXTRAS))
 
 # Offline install, step 2, on that machine, no network: $(VENV) over its $(PYTHON), whose
 # torch and CUDA stack are used; the wheelhouse with --no-index; checked; the runtime

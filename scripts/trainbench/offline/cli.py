@@ -35,7 +35,8 @@ def _add_wheelhouse(commands: argparse._SubParsersAction) -> None:
         "--platform",
         action="append",
         metavar="TAG",
-        help="a platform tag of the target (repeat it); default: manylinux x86_64, glibc >= 2.28",
+        help="a platform tag of the target (repeat it; pip adds older macOS versions itself): "
+        "default manylinux x86_64, glibc >= 2.28; a Mac: macosx_14_0_arm64",
     )
     add(
         "--target-freeze",
@@ -48,7 +49,8 @@ def _add_wheelhouse(commands: argparse._SubParsersAction) -> None:
         nargs="*",
         default=None,
         metavar="EXTRA",
-        help="extras besides the runtime (default: bench); none: the runtime alone",
+        help="extras besides the runtime (default: bench apple; apple's pins only for a Mac "
+        "target); none: the runtime alone",
     )
     add(
         "--keep-target",
@@ -68,6 +70,12 @@ def _add_wheelhouse(commands: argparse._SubParsersAction) -> None:
         "--allow-torch",
         action="store_true",
         help="accept a target torch outside the supported range",
+    )
+    add(
+        "--with-torch",
+        action="store_true",
+        help="put the pinned torch and its dependencies in the wheelhouse, for a target "
+        "without its own torch (a Mac); default: the target's torch is used",
     )
     add(
         "--prefer-target",
@@ -138,6 +146,11 @@ def wheelhouse(args: argparse.Namespace) -> int:
     try:
         from trainbench.offline import wheelhouse
     except ModuleNotFoundError as error:
+        if error.name == "tomllib":  # the standard library's from Python 3.11
+            raise OfflineError(
+                f"this step needs Python 3.11 or later, and {sys.executable} is "
+                f"{sys.version.split()[0]}: run it with the project's .venv/bin/python"
+            ) from None
         raise OfflineError(
             f"this step needs the Python package {error.name!r}, which {sys.executable} lacks: "
             f"{sys.executable} -m pip install {error.name}, or run it with the project's .venv/bin/python"
@@ -155,6 +168,7 @@ def wheelhouse(args: argparse.Namespace) -> int:
         pip_python=args.pip_python,
         prefer_target=args.prefer_target,
         allow_torch=args.allow_torch,
+        with_torch=args.with_torch,
     )
     manifest = wheelhouse.build(request)
     _print_wheelhouse(manifest, request.dest)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from urllib.parse import unquote, urlparse
 
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -18,18 +20,27 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 from trainbench.offline import OfflineError
 
 PROJECT = "trainbench-workflow"  # pyproject.toml's name when it has none
-# The extras a wheelhouse holds unless told otherwise: the runtime (always) and the
-# HF Trainer that benchmarks/throughput.py's hf_trainer variant needs.
-DEFAULT_EXTRAS = ("bench",)
+# The extras a wheelhouse holds unless told otherwise: the runtime (always), the HF
+# Trainer that benchmarks/throughput.py's hf_trainer variant needs, and Apple silicon's
+# energy counters (their marker keeps them out of any other target's wheelhouse).
+DEFAULT_EXTRAS = ("bench", "apple")
+# Marker values of a target platform, by the form of its wheel tag (PEP 425/600/656
+# and pip's names for macOS and Windows); the tag's architecture is platform_machine.
+_DARWIN = {"sys_platform": "darwin", "platform_system": "Darwin", "os_name": "posix"}
+_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+_WINDOWS = {"sys_platform": "win32", "platform_system": "Windows", "os_name": "nt"}
+_PLATFORM_TAGS = (
+    (re.compile(r"macosx_\d+_\d+_(?P<machine>\w+)"), _DARWIN),
+    (re.compile(r"(?:manylinux(?:\d+|_\d+_\d+)|musllinux_\d+_\d+|linux)_(?P<machine>\w+)"), _LINUX),
+    (re.compile(r"win_(?P<machine>amd64|arm64)|win32"), _WINDOWS),
+)
+# platform_machine where Windows spells the architecture otherwise.
+_WINDOWS_MACHINES = {"amd64": "AMD64", "arm64": "ARM64", None: "x86"}
+# macOS tags for more than one architecture: the target's own is needed for its markers.
+_FAT_MACHINES = ("universal2", "universal", "intel", "fat", "fat3", "fat64", "multiple")
 
 
 class RequirementsError(OfflineError):
@@ -78,23 +89,61 @@ def pinned_requirements(pyproject: dict, extras: Sequence[str]) -> list[Requirem
     return found
 
 
+def check_python_version(pyproject: dict, python_version: str) -> None:
+    """RequirementsError where the target's Python lies outside the project's
+    requires-python (the pins' own range: pip would fail later on one of them)."""
+    requires = SpecifierSet(pyproject["project"].get("requires-python", ""))
+    full = ".".join((python_version.split(".") + ["0"])[:3])
+    if not requires.contains(full, prereleases=True):
+        raise RequirementsError(
+            f"--python-version {python_version}: outside pyproject.toml's requires-python "
+            f"{requires} (the pins have no release for it); a target needs a Python in that range"
+        )
+
+
 def build_requirements(pyproject: dict) -> list[Requirement]:
     """What ``pip install -e .`` needs without build isolation (setuptools)."""
     return [Requirement(text) for text in pyproject.get("build-system", {}).get("requires", [])]
 
 
-def target_environment(python_version: str) -> dict[str, str]:
-    """Marker values for the target: its Python version; the rest as on this machine
-    (pip evaluates the dependencies' markers against this machine too, so a wheelhouse
-    is built on Linux x86_64 for a Linux x86_64 target)."""
+def platform_markers(platform: str) -> dict[str, str]:
+    """sys_platform, platform_system, os_name and platform_machine of the machines a
+    wheel tag such as ``macosx_14_0_arm64`` or ``manylinux_2_28_x86_64`` is for."""
+    for pattern, system in _PLATFORM_TAGS:
+        match = pattern.fullmatch(platform)
+        if match is None:
+            continue
+        machine = match["machine"]
+        if system is _WINDOWS:
+            machine = _WINDOWS_MACHINES[machine]
+        if machine in _FAT_MACHINES:
+            break
+        return {**system, "platform_machine": machine}
+    raise RequirementsError(
+        f"--platform {platform}: not one machine's macOS, Linux or Windows wheel tag "
+        "(e.g. macosx_14_0_arm64, manylinux_2_28_x86_64)"
+    )
+
+
+def target_environment(python_version: str, platforms: Sequence[str] = ()) -> dict[str, str]:
+    """Marker values for the target: its Python version, and its system and machine from
+    ``platforms`` (all must agree); the rest (platform_release, platform_version...) as
+    on this machine, as without ``platforms``."""
     parts = python_version.split(".")
     if len(parts) < 2 or not all(part.isdigit() for part in parts):
         raise RequirementsError(
             f"--python-version {python_version!r}: expected MAJOR.MINOR such as 3.12"
         )
     full = ".".join((parts + ["0"])[:3])
+    systems = [platform_markers(platform) for platform in platforms]
+    if any(system != systems[0] for system in systems):
+        raise RequirementsError(
+            f"--platform {' '.join(platforms)}: tags of more than one system or machine; "
+            "build one wheelhouse per target"
+        )
     return {
         **default_environment(),
+        **(systems[0] if systems else {}),
         "python_version": ".".join(parts[:2]),
         "python_full_version": full,
     }

@@ -1,5 +1,6 @@
 """What a wheelhouse holds: the resolved closure less torch (the machine's own, with
-its CUDA stack) and less what the target already has at exactly the resolved version.
+its CUDA stack; with ``--with-torch``, for a machine without one, the pinned torch is
+in it) and less what the target already has at exactly the resolved version.
 
 Two steps around pip's resolution (trainbench.offline.wheelhouse runs pip):
 ``plan`` turns the pins into what pip resolves (torch pinned to the target's own
@@ -31,6 +32,7 @@ VENV_COMMANDS = ("snakemake", "pytest", "ruff", "snakefmt")
 STUB_LABEL = "machine"
 
 DOWNLOAD, FROM_TARGET, DROPPED = "download", "target", "dropped"
+WITH_TORCH_SOURCE = "--with-torch: the pinned torch, in the wheelhouse for a machine without one"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class Plan:
     pinned: dict[str, str] = field(default_factory=dict)
     # Unpinned packages held at the target's version: name -> (target's, newest).
     preferred: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # --with-torch: the pinned torch (and its own dependencies) goes into the wheelhouse,
+    # for a machine without its own torch (a Mac); else the machine's torch is used.
+    torch_in_wheelhouse: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,14 +131,19 @@ def plan(
     build: Sequence[Requirement],
     installed: Mapping[str, Installed] | None,
     keep_target: Iterable[str] = (),
+    with_torch: bool = False,
 ) -> Plan:
-    """Pins for pip: torch at the machine's version (a stand-in wheel of that version
-    and no dependencies answers for it), each ``--keep-target`` package at the target's
-    version, build requirements at the target's version where it satisfies them."""
+    """Pins for pip: torch at the machine's version, or the pin with ``with_torch`` (a
+    stand-in wheel of that version answers for it), each ``--keep-target`` package at
+    the target's version, build requirements at the target's version where it
+    satisfies them."""
     pinned = {canonical(r.name): exact_version(r) or str(r.specifier) for r in pins}
     if TORCH not in pinned:
         raise RequirementsError("pyproject.toml pins no torch: nothing to keep from the machine")
-    torch_version, torch_source = _torch_version(pinned, installed)
+    if with_torch:
+        torch_version, torch_source = pinned[TORCH], WITH_TORCH_SOURCE
+    else:
+        torch_version, torch_source = _torch_version(pinned, installed)
     keep = {canonical(name) for name in keep_target}
     if TORCH in keep:
         raise RequirementsError("--keep-target torch: torch is always the machine's; drop it")
@@ -169,7 +179,15 @@ def plan(
             requirements.append(f"{name}=={entry.version}")
         else:
             requirements.append(str(requirement))
-    return Plan(requirements, constraints, torch_version, torch_source, deviations, pinned)
+    return Plan(
+        requirements,
+        constraints,
+        torch_version,
+        torch_source,
+        deviations,
+        pinned,
+        torch_in_wheelhouse=with_torch,
+    )
 
 
 def resolved_from_report(report: Mapping) -> list[Resolved]:
@@ -196,11 +214,16 @@ def is_torch_companion(name: str, pinned: Iterable[str]) -> bool:
 
 
 def decide(resolved: Resolved, installed: Mapping[str, Installed] | None, plan_: Plan) -> Decision:
-    """Download it, use the target's copy, or drop it (torch and its CUDA companions)."""
+    """Download it, use the target's copy, or drop it (the machine's torch and its CUDA
+    companions; with --with-torch, torch and its dependencies are downloaded)."""
     name, version, pinned = resolved.name, resolved.version, plan_.pinned
+    if name == TORCH and plan_.torch_in_wheelhouse:
+        return Decision(
+            name, version, DOWNLOAD, plan_.torch_source, resolved.filename, resolved.sha256
+        )
     if name == TORCH:
         return Decision(name, plan_.torch_version, DROPPED, plan_.torch_source)
-    if is_torch_companion(name, pinned):
+    if is_torch_companion(name, pinned) and not plan_.torch_in_wheelhouse:
         return Decision(name, version, DROPPED, "part of the machine's CUDA stack for its torch")
     entry = (installed or {}).get(name)
     have = entry.version if entry else None
@@ -250,6 +273,24 @@ def requirement_specifiers(report: Mapping, environment: Mapping[str, str]) -> d
                 specifiers.setdefault(target, []).append(requirement.specifier)
                 extras.setdefault(target, set()).update(requirement.extras)
     return specifiers
+
+
+def left_out_for_target(report: Mapping, environment: Mapping[str, str]) -> list[str]:
+    """Requirements of the resolved distributions that hold on the target but that pip
+    left out ("name (of requirer)"): pip judges the dependencies' markers by the machine
+    it runs on, so for another system it can miss what only that system needs."""
+    items = report["install"]
+    present = {canonical(i["metadata"]["name"]) for i in items}
+    missing = []
+    for item in items:
+        extras = set(item.get("requested_extras") or ())
+        for text in item["metadata"].get("requires_dist", []):
+            requirement = Requirement(text)
+            if canonical(requirement.name) in present:
+                continue
+            if _holds(requirement, environment, extras):
+                missing.append(f"{requirement.name} (of {item['metadata']['name']})")
+    return sorted(set(missing))
 
 
 def target_preferences(

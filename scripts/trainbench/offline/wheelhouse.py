@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from trainbench.common.atomic_files import atomic_write_text, current_umask
 from trainbench.offline import OfflineError, check, selection
@@ -49,6 +50,10 @@ class Target:
     python_version: str
     platforms: tuple[str, ...]
     implementation: str = "cp"
+
+    def environment(self) -> dict[str, str]:
+        """The marker values of the target (its Python, system and machine)."""
+        return reqs.target_environment(self.python_version, self.platforms)
 
     def pip_options(self) -> list[str]:
         options = ["--only-binary=:all:", "--python-version", self.python_version]
@@ -79,13 +84,16 @@ def _pip_error(done: subprocess.CompletedProcess) -> str:
     return "\n".join(lines[-6:] or done.stderr.strip().splitlines()[-6:])
 
 
-def write_stub_wheel(folder: Path, name: str, version: str) -> Path:
-    """A wheel of ``name`` at ``version`` with no files and no dependencies: it stands
-    for the machine's torch while pip resolves the rest against that version."""
+def write_stub_wheel(folder: Path, name: str, version: str, requires: Sequence[str] = ()) -> Path:
+    """A wheel of ``name`` at ``version`` with no files and only ``requires`` (none: the
+    machine's torch, whose dependencies are the machine's): it stands for torch while pip
+    resolves the rest against that version."""
     folder.mkdir(parents=True, exist_ok=True)
     info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {line}\n" for line in requires)
     files = {
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/METADATA": metadata,
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: trainbench.offline\n"
         "Root-Is-Purelib: true\nTag: py3-none-any\n",
     }
@@ -127,13 +135,50 @@ def build_pure_wheel(python: str, requirement: str, folder: Path) -> Path:
         return Path(shutil.move(str(wheels[0]), folder / wheels[0].name))
 
 
-def resolve(python: str, plan: selection.Plan, target: Target, workdir: Path) -> dict:
+def pinned_torch(python: str, version: str, target: Target, workdir: Path) -> dict:
+    """pip's report entry for the torch wheel of the target (``--with-torch``): its file,
+    hash and dependencies. pip is not asked to resolve those: it would judge torch's
+    markers by this machine (its CUDA packages are for Linux only)."""
+    report = workdir / "torch.json"
+    args = ["install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet"]
+    args += ["--report", str(report), *target.pip_options(), f"{selection.TORCH}=={version}"]
+    done = _pip(python, *args)
+    if done.returncode != 0:
+        raise WheelhouseError(
+            f"--with-torch: torch {version} has no wheel for Python {target.python_version} "
+            f"on {target.platforms[0]}:\n{_pip_error(done)}"
+        )
+    return json.loads(report.read_text())["install"][0]
+
+
+def torch_requirements(torch: dict, target: Target) -> list[str]:
+    """The requirements of the torch wheel that hold on the target, markers dropped."""
+    requires = [Requirement(text) for text in torch["metadata"].get("requires_dist", [])]
+    return [str(r) for r in reqs.for_target(requires, target.environment())]
+
+
+def with_real_torch(report: dict, torch: dict) -> dict:
+    """The report with the torch wheel of ``pinned_torch`` in place of its stand-in."""
+    others = [
+        i for i in report["install"] if reqs.canonical(i["metadata"]["name"]) != selection.TORCH
+    ]
+    return {**report, "install": [*others, torch]}
+
+
+def resolve(
+    python: str,
+    plan: selection.Plan,
+    target: Target,
+    workdir: Path,
+    torch_requires: Sequence[str] = (),
+) -> dict:
     """pip's installation report for the plan on the target; packages that exist
     only as source are built into pure wheels and the resolution is tried again."""
     stub = write_stub_wheel(
         workdir / "stub",
         selection.TORCH,
         f"{selection.public_version(plan.torch_version)}+{selection.STUB_LABEL}",
+        torch_requires,
     )
     built = workdir / "built"
     built.mkdir(exist_ok=True)
@@ -257,12 +302,14 @@ class Request:
     pip_python: str = sys.executable
     prefer_target: bool = True
     allow_torch: bool = False
+    with_torch: bool = False
 
 
 def plan_for(request: Request) -> tuple[selection.Plan, dict | None]:
     """The resolution plan and the target's freeze (None where none was given)."""
     pyproject = reqs.read_pyproject(request.repo / "pyproject.toml")
-    environment = reqs.target_environment(request.target.python_version)
+    reqs.check_python_version(pyproject, request.target.python_version)
+    environment = request.target.environment()
     pins = reqs.for_target(reqs.pinned_requirements(pyproject, request.extras), environment)
     build = reqs.for_target(reqs.build_requirements(pyproject), environment)
     installed = None
@@ -274,28 +321,56 @@ def plan_for(request: Request) -> tuple[selection.Plan, dict | None]:
                 f"--target-freeze {request.freeze}: {error.strerror}"
             ) from None
         installed = reqs.parse_freeze(text, str(request.freeze))
-    return selection.plan(pins, build, installed, request.keep_target), installed
+    plan = selection.plan(pins, build, installed, request.keep_target, request.with_torch)
+    return plan, installed
 
 
 def resolve_preferring_target(
-    request: Request, plan: selection.Plan, installed: dict | None, work: Path
+    request: Request,
+    plan: selection.Plan,
+    installed: dict | None,
+    work: Path,
+    torch_requires: Sequence[str] = (),
 ) -> tuple[selection.Plan, dict, str | None]:
     """Resolve; then, where the target has an unpinned package at a version that meets
     every requirement on it, resolve again holding it there. The first resolution
     stands (with a note) where the second fails."""
-    report = resolve(request.pip_python, plan, request.target, work)
+    python, target = request.pip_python, request.target
+    report = resolve(python, plan, target, work, torch_requires)
     if not installed or not request.prefer_target:
         return plan, report, None
-    environment = reqs.target_environment(request.target.python_version)
-    preferred = selection.target_preferences(report, installed, plan, environment)
+    preferred = selection.target_preferences(report, installed, plan, target.environment())
     if not preferred:
         return plan, report, None
     preferring = selection.with_preferences(plan, preferred)
     try:
-        return preferring, resolve(request.pip_python, preferring, request.target, work), None
+        return preferring, resolve(python, preferring, target, work, torch_requires), None
     except WheelhouseError as error:
         note = f"holding {', '.join(sorted(preferred))} at the target's versions failed ({error}); the newest are used"
         return plan, report, note
+
+
+def resolve_for_target(
+    request: Request, plan: selection.Plan, installed: dict | None, work: Path
+) -> tuple[selection.Plan, dict, str | None]:
+    """``resolve_preferring_target``; with --with-torch, torch's stand-in carries the
+    real wheel's requirements for the target and the real wheel takes its place in the
+    report. Refused where pip left out what the target needs."""
+    torch, torch_requires = None, []
+    if plan.torch_in_wheelhouse:
+        torch = pinned_torch(request.pip_python, plan.torch_version, request.target, work)
+        torch_requires = torch_requirements(torch, request.target)
+    plan, report, note = resolve_preferring_target(request, plan, installed, work, torch_requires)
+    if torch is not None:
+        report = with_real_torch(report, torch)
+    left_out = selection.left_out_for_target(report, request.target.environment())
+    if left_out:
+        raise WheelhouseError(
+            "pip judged the dependencies' markers for this machine and left out what the "
+            f"target needs: {'; '.join(left_out)}. Build the wheelhouse on a machine of "
+            "the target's system, or pin those in pyproject.toml"
+        )
+    return plan, report, note
 
 
 def build(request: Request) -> dict:
@@ -307,7 +382,7 @@ def build(request: Request) -> dict:
     if problem:
         raise WheelhouseError(f"the target's {problem}")
     with tempfile.TemporaryDirectory() as work:
-        plan, report, note = resolve_preferring_target(request, plan, installed, Path(work))
+        plan, report, note = resolve_for_target(request, plan, installed, Path(work))
         decisions = selection.select(selection.resolved_from_report(report), installed, plan)
         manifest = {
             **_header(request.repo, request.target, request.freeze, request.extras, report),
