@@ -74,7 +74,7 @@ def main() -> int:
             spec = cell_spec(config, workload, Variant("harness"), int(batch_size), data)
             case = measure_step_overhead(spec, args.steps)
             case["suite"] = suite["name"]
-            case["date"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            case["date"] = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             results["cases"].append(case)
             out.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(out, results)

@@ -334,7 +334,7 @@ def save(out_json: str | Path, results: dict, sensitivity: Sequence[int] = ()) -
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 # ----------------------------------------------------------------------------- the benchmark

@@ -18,7 +18,7 @@ from trainbench import workloads
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def workload_code_sha256(module: Path, extra: Iterable[Path] = ()) -> str:

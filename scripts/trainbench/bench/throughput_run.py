@@ -56,7 +56,7 @@ def run_suite(
     results = {
         "suite": suite["name"],
         "description": suite.get("description", ""),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "device": backend,
         "machine": machine_facts(backend),
         "rounds": suite["rounds"],

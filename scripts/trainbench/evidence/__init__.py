@@ -259,7 +259,7 @@ def write_evidence(dest: Path, root: Path, made: Made, facts: dict) -> dict:
         "commit": made.commit,
         **({"code": made.code} if made.code is not None else {}),
         "workloads": made.workloads,
-        "made_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "made_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(made.command),
         "wall_seconds": round(made.seconds, 1),
         "config_files": made.config_files,

@@ -115,7 +115,7 @@ def run_selftest(root: Path, cores: int = 1) -> int:
     results = root / "results" / RUN_NAME
     command = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", CONFIG,
                "--", f"results/{RUN_NAME}/report.md"]  # fmt: skip
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     try:
         seconds = run_logged(command, results / "selftest.log", root)
     except subprocess.CalledProcessError as error:
