@@ -268,9 +268,7 @@ def test_warning_block_comes_first(rendered):
     lines = [line for line in index.splitlines() if line.strip()]
     assert lines[0] == "# trainbench report"
     assert lines[1] == "24 run records: 21 ok, 1 failed, 2 unavailable."
-    assert lines[2].startswith(
-        "⚠️ **2 measurements carry a warning:** 1 disturbed, 1 short window."
-    )
+    assert lines[2].startswith("⚠️ **2 measurements carry a warning:** 1 disturbed, 1 short window.")
     assert "(#measurement-quality)" in lines[2]
     quality = section(index, "Measurement quality")
     assert (
