@@ -24,7 +24,7 @@ in every worker; where they cost more than the work the workers take over, a job
 for no workers on a platform that spawns (``spawn_pays=False``). Measured over the
 1,000 synthetic records of benchmarks/overhead on a 2-core VM (medians): the figures
 take 6.5 s in one process, 3.6 s with 2 forked workers, 5.1 s with 2 spawned ones;
-the statistics 1.4 s in one process, 0.9 s with a forked side process, 2.1 s with a
+the statistics 1.4 s in one process, 1.0 s with a forked side process, 2.3 s with a
 spawned one, so the statistics run in one process where workers would be spawned.
 """
 
