@@ -5,7 +5,9 @@ import logging
 import sys
 from pathlib import Path
 
-RECORD_TABLES = (
+# The rule's inputs the statistics read (not analysis.published.RECORD_TABLES: the
+# aggregate rule's outputs, a different set).
+STATISTICS_INPUTS = (
     "runs",
     "epochs",
     "per_label_runs",
@@ -26,7 +28,7 @@ def main(snakemake) -> None:
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s"
     )
-    tables = {name: read_table(snakemake.input[name]) for name in RECORD_TABLES}
+    tables = {name: read_table(snakemake.input[name]) for name in STATISTICS_INPUTS}
     published = publish(
         tables,
         devices=snakemake.params.devices,

@@ -150,11 +150,9 @@ class FaissProcess:
                 f"the FAISS process (pid {self.proc.pid}) has ended "
                 f"({_status_text(self.proc.returncode)})"
             )
-        try:
+        with contextlib.suppress(BrokenPipeError):  # the worker died: _receive says how
             pickle.dump((op, args), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # the worker died: _receive says how
         return self._result(self._receive())
 
     def search(self, queries: np.ndarray, docs: np.ndarray, k: int) -> tuple:
