@@ -579,10 +579,98 @@ def test_mining_and_search_are_never_inside_a_timed_region(tmp_path, monkeypatch
     every = [s for part in steps["seconds"] + steps["extension_seconds"] for s in part]
     assert result["timed"]["seconds"] == pytest.approx(sum(every[result["warmup"]["steps"] :]))
     assert result["mining"]["seconds"] == pytest.approx(sum(m["seconds"] for m in mining))
-    assert len(arrays) == 2 * len(searches)  # the queries and the bank of each search
+    # the queries and the bank of each search, and of the FAISS process's warm-up search
+    assert len(arrays) == 2 * (len(searches) + 1)
     for array in arrays:
         assert type(array) is np.ndarray
         assert array.dtype == np.float32 and array.flags["C_CONTIGUOUS"]
+
+
+def test_the_faiss_process_is_passive_and_warmed_whatever_the_cell_asks(monkeypatch):
+    """The worker's OpenMP threads sleep when a search ends (OMP_WAIT_POLICY=PASSIVE,
+    even where the cell's environment asks for ACTIVE): none spins into the timed steps
+    after a search. Its start and its warm-up search are timed for the record."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    process = faiss_process.FaissProcess()
+    try:
+        assert process.facts["omp_wait_policy"] == "PASSIVE"
+        assert process.facts["start_seconds"] > 0
+        assert process.warm_up(16, 20) > 0
+        assert process.facts["warmup_search_seconds"] > 0
+    finally:
+        process.close()
+
+
+@pytest.mark.slow
+def test_a_new_phase_is_warmed_untimed_and_trains_as_without_it(tmp_path, monkeypatch):
+    """The mining phase's first work never falls in a timed region: the FAISS process
+    has searched (its warm-up) before the first timed step, and the first step with hard
+    negatives runs in the hook before the phase's first timed region (the phase
+    warm-up), recorded in that epoch alone. Without the warm-up the run's losses are
+    the same to the bit: it changes no parameter, no optimizer state, no data order."""
+    hard_calls: list[float] = []  # clock of each step with hard negatives
+    searches: list[float] = []
+    timed: list[tuple[float, float]] = []
+    real_logits = tt.contrastive_logits
+    real_process_search = faiss_process.FaissProcess.search
+
+    def recording_logits(q, d, pos=None, hard=None):
+        if hard is not None and torch.is_grad_enabled():
+            hard_calls.append(time.perf_counter())
+        return real_logits(q, d, pos, hard)
+
+    def recording_search(self, queries, docs, k):
+        searches.append(time.perf_counter())
+        return real_process_search(self, queries, docs, k)
+
+    class RecordingTimer(training.StepTimer):
+        def start(self, kind):
+            super().start(kind)
+            if kind == TRAIN:
+                self.t0 = time.perf_counter()
+
+        def stop(self, kind, seconds):
+            super().stop(kind, seconds)
+            if kind == TRAIN:
+                timed.append((self.t0, time.perf_counter()))
+
+    monkeypatch.setattr(tt, "contrastive_logits", recording_logits)
+    monkeypatch.setattr(faiss_process.FaissProcess, "search", recording_search)
+    monkeypatch.setattr(training, "StepTimer", RecordingTimer)
+    wl = {"batch_sizes": [32], "epochs": 3, "warmup_steps": 1, "mine_schedule": "1-5:faiss",
+          "data": {"n_train": 128, "n_heldout": 32, "vocab_size": 200},
+          "mining": {"faiss_threads": 1}}  # fmt: skip
+    quick = {"extend_short_windows": False, "max_eval_passes": 0, "eval_every": {"epochs": 1}}
+    config = tbconfig.validate_config(
+        tiny_config(devices=["cpu"], workloads={"two_tower": wl}, timing=quick)
+    )
+    tt.prepare_data(config["workloads"]["two_tower"], tmp_path, config["seed"])
+    spec = tbconfig.cell_spec(config, tbconfig.Cell("two_tower", "cpu", 32, 0), str(tmp_path))
+    result = run_in_process(spec)
+
+    assert searches[0] < timed[0][0]  # the FAISS process warmed before any timed step
+    mining = result["settings"]["mining"]
+    assert mining["faiss_wait_policy"] == "PASSIVE"
+    assert mining["faiss_warmup_search_seconds"] > 0 and mining["faiss_start_seconds"] > 0
+    # The phase's first step with hard negatives, and every warm-up pass, is untimed.
+    warm = [e["extra"]["mining"].get("phase_warmup") for e in result["epochs"]]
+    assert warm[0] is None and warm[2] is None
+    assert warm[1]["passes"] == 2 and len(warm[1]["per_pass"]) == 2
+    assert warm[1]["seconds"] > 0 and "no optimizer step" in warm[1]["what"]
+    phase_start = min(t0 for t0, _ in timed if t0 > hard_calls[0])
+    assert len([t for t in hard_calls if t < phase_start]) == warm[1]["passes"]
+    for t in hard_calls[: warm[1]["passes"]]:
+        assert not any(t0 <= t <= t1 for t0, t1 in timed)
+    assert result["mining"]["phase_warmup_seconds"] == pytest.approx(warm[1]["seconds"])
+    counters = [e["extra"]["mining"]["process_counters"] for e in result["epochs"]]
+    assert all(c["minor_faults"] >= 0 and c["system_seconds"] >= 0 for c in counters)
+
+    monkeypatch.setattr(tt, "warm_phase", lambda *args, **kwargs: {"passes": 0})
+    cold = run_in_process(spec)
+    assert cold["steps"]["losses"] == result["steps"]["losses"]
+    assert [e["eval_metrics"] for e in cold["epochs"]] == [
+        e["eval_metrics"] for e in result["epochs"]
+    ]
 
 
 @pytest.mark.slow

@@ -14,6 +14,12 @@ and sends it numpy arrays over a pipe; the worker searches with its own OpenMP r
 and its own thread count, and refuses to serve if torch was imported into it. The
 same path runs on Linux, so every test of the workload exercises it.
 
+The worker's OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, set whatever
+the cell's environment says): by default GNU OpenMP spins each idle thread for about
+300,000 iterations (milliseconds) after a parallel region, so after a search on 16
+threads 15 spinning threads would share the cores with the first timed steps that
+follow it. Passive, they sleep as soon as the search ends.
+
 Protocol: pickled ``(op, args)`` requests on the worker's stdin; pickled ``("ok",
 result)`` or ``("error", text)`` answers on a private copy of its stdout (fd 1 itself
 is pointed at stderr, so nothing FAISS prints can corrupt an answer). The worker ends
@@ -30,6 +36,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,6 +47,8 @@ WORKER_SCRIPT = Path(__file__).resolve()
 # Modules that bring an OpenMP runtime of their own into a process (torch's libomp on a
 # Mac, MKL's libiomp5): the worker refuses to serve beside any of them.
 OTHER_RUNTIME_MODULES = ("torch",)
+# The worker's OpenMP wait policy (module docstring): idle threads sleep, never spin.
+WAIT_POLICY = "PASSIVE"
 
 
 class FaissProcessError(RuntimeError):
@@ -87,6 +96,7 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> int:
         "faiss_version": faiss.__version__,
         "pid": os.getpid(),
         "threads": int(faiss.omp_get_max_threads()),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "modules_with_an_openmp_runtime": [m for m in OTHER_RUNTIME_MODULES if m in sys.modules],
     }
     _send(answers, ("ready", facts))
@@ -115,11 +125,12 @@ class FaissProcess:
     searches. ``facts`` holds what the worker reported about itself."""
 
     def __init__(self, python: str = sys.executable, env: dict | None = None) -> None:
+        t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             [python, "-P", str(WORKER_SCRIPT)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=env,
+            env={**(os.environ if env is None else env), "OMP_WAIT_POLICY": WAIT_POLICY},
         )
         self.owner = os.getpid()
         answer = self._receive()
@@ -127,6 +138,8 @@ class FaissProcess:
             self.close()
             raise ModuleNotFoundError(answer[1], name=answer[2])
         self.facts: dict = self._result(answer)
+        # From Popen to ready: the interpreter's start and numpy's and faiss's imports.
+        self.facts["start_seconds"] = time.perf_counter() - t0
 
     def _receive(self) -> tuple:
         try:
@@ -158,6 +171,19 @@ class FaissProcess:
     def search(self, queries: np.ndarray, docs: np.ndarray, k: int) -> tuple:
         """Exact inner-product search of float32 C-contiguous (n, dim) arrays."""
         return self.call("search", queries, docs, int(k))
+
+    def warm_up(self, dim: int, k: int, queries: int = 256, docs: int = 1024) -> float:
+        """One search of random unit vectors of ``dim`` (``k`` nearest of ``docs``) at
+        the thread count in force: the OpenMP team, the BLAS kernels' code (read from
+        disk where the page cache is cold) and the worker's buffers meet this process
+        before any search that counts. Its seconds, also kept in ``facts``."""
+        rng = np.random.default_rng(0)
+        q = rng.standard_normal((queries, dim), dtype=np.float32)
+        d = rng.standard_normal((docs, dim), dtype=np.float32)
+        t0 = time.perf_counter()
+        self.search(q, d, min(int(k), docs))
+        self.facts["warmup_search_seconds"] = time.perf_counter() - t0
+        return self.facts["warmup_search_seconds"]
 
     def set_threads(self, threads: int) -> int:
         """The worker's OpenMP thread count; the count in force after it."""

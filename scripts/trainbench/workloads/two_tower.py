@@ -9,7 +9,9 @@ epoch from the whole document bank with ``faiss.IndexFlatIP``.
 
 Mining runs in the training loop's ``before_epoch`` hook, outside every timed
 region; it syncs the device at its edges, times itself, and is recorded per
-epoch under ``extra.mining``. Everything handed to FAISS goes through
+epoch under ``extra.mining``. The first epoch of a new phase of the schedule then warms
+the phase's step there, untimed (:mod:`.two_tower_warmup`), and the FAISS process is
+started and warmed before the first timed step (:func:`set_faiss_threads`). Everything handed to FAISS goes through
 :func:`to_faiss` (``x.detach().to("cpu", torch.float32).contiguous().numpy()``):
 FAISS reads any non-CUDA tensor's pointer as CPU memory
 (docs/measurement-reference.md section 8). Metrics: recall@1/5/10 and MRR of
@@ -32,11 +34,9 @@ from trainbench.workloads.common import (
     Step,
     adam,
     assemble_parts,
-    best_epoch_metrics,
     cell_loaders,
     load_cell_data,
 )
-from trainbench.workloads.faiss_process import faiss_process
 from trainbench.workloads.two_tower_data import (  # noqa: F401 (the data API, also reached as two_tower.*)
     KEY,
     PAD,
@@ -59,6 +59,11 @@ from trainbench.workloads.two_tower_model import (  # noqa: F401 (the model API,
     contrastive_loss,
     encode_all,
 )
+from trainbench.workloads.two_tower_record import (  # noqa: F401 (also reached as two_tower.*)
+    mining_summary,
+    tower_name,
+    two_tower_settings,
+)
 from trainbench.workloads.two_tower_schedule import (  # noqa: F401 (the schedule API, also reached as two_tower.*)
     MINING_MODES,
     SCHEDULE_KEY,
@@ -73,8 +78,10 @@ from trainbench.workloads.two_tower_search import (  # noqa: F401 (the search AP
     random_baseline,
     retrieval_metrics,
     select_hard_negatives,
+    set_faiss_threads,
     to_faiss,
 )
+from trainbench.workloads.two_tower_warmup import process_counters, warm_phase
 
 DATA_FILE = "dataset.npz"
 PAIR_ARRAYS = ("train_query", "train_pos", "heldout_query", "heldout_pos", "bank")
@@ -218,20 +225,6 @@ def load_pair_tensors(ctx: RunContext) -> tuple[dict, dict[str, torch.Tensor]]:
     return meta, tensors
 
 
-def set_faiss_threads(mining: dict) -> dict:
-    """Start the cell's FAISS process (:mod:`.faiss_process`; a cell without FAISS fails
-    here) and give it the OpenMP threads the config names, else the cell's own torch
-    thread count; the facts in force: torch's threads, FAISS's, and its process."""
-    process = faiss_process()
-    torch_threads = torch.get_num_threads()
-    threads = process.set_threads(int(mining.get("faiss_threads") or torch_threads))
-    return {
-        "torch": torch_threads,
-        "faiss": threads,
-        "faiss_version": process.facts["faiss_version"],
-    }
-
-
 @dataclass
 class HardNegatives:
     """The ``before_epoch`` hook: in each ``faiss`` epoch it mines every training
@@ -248,14 +241,41 @@ class HardNegatives:
     positives: np.ndarray  # each training query's bank index
     faiss_threads: int
     current: torch.Tensor | None = None
+    # The step's loss (retrieval_step's loss_fn): the phase warm-up runs it.
+    loss_fn: Callable | None = None
 
     def before_epoch(self, epoch: int) -> dict:
-        """Mine (or clear) the epoch's hard negatives; the facts recorded with it."""
-        mode = self.plan.per_epoch[epoch - 1]  # the loop counts epochs from 1, the schedule from 0
+        """Mine (or clear) the epoch's hard negatives and, in the first epoch of a new
+        phase, warm the phase's step (:func:`.two_tower_warmup.warm_phase`); the facts
+        recorded with it, with this process's counters when the hook began (their
+        differences from one epoch's hook to the next: that epoch's steps and passes)."""
+        counters = process_counters()
+        per_epoch = self.plan.per_epoch
+        mode = per_epoch[epoch - 1]  # the loop counts epochs from 1, the schedule from 0
         if mode == "none":
             self.current = None
-            return {"mining": self.skipped()}
-        return {"mining": self.mine()}
+            facts = self.skipped()
+        else:
+            facts = self.mine()
+        if epoch > 1 and mode != per_epoch[epoch - 2] and self.loss_fn is not None:
+            facts["phase_warmup"] = warm_phase(
+                self.loss_fn, self.model, self.warmup_batch(), self.ctx
+            )
+        facts["process_counters"] = counters
+        return {"mining": facts}
+
+    def warmup_batch(self) -> dict:
+        """The phase warm-up's batch: the first ``batch_size`` training pairs, in order
+        (nothing drawn from the loader, whose order stays the run's), on the device."""
+        n = min(self.ctx.batch_size, len(self.positives))
+        device = self.ctx.torch_device
+        pos = torch.from_numpy(self.positives[:n]).to(device)
+        return {
+            "query": self.queries[:n],
+            "doc": self.bank[pos],
+            "pos": pos,
+            "index": torch.arange(n, device=device),
+        }
 
     def skipped(self) -> dict:
         """The facts of an epoch that mines nothing."""
@@ -353,95 +373,11 @@ def retrieval_step(
     return Step(loss_fn, evaluate, score)
 
 
-def tower_name(model_settings: dict) -> str:
-    """``TwoTower(LSTM, mean pooling, dim 64, separate towers)``."""
-    return (
-        f"TwoTower({model_settings['rnn'].upper()}, {model_settings['pooling']} pooling, "
-        f"dim {model_settings['output_dim']}, "
-        f"{'shared' if model_settings['shared_weights'] else 'separate'} towers)"
-    )
-
-
-DATA_FACTS = (
-    "source",
-    "n_train",
-    "n_heldout",
-    "bank_size",
-    "vocab_size",
-    "query_length",
-    "doc_length",
-    "duplicate_documents_merged",
-    "heldout_token_overlap",
-    "tokenizer",
-)
-MODEL_FACTS = ("rnn", "pooling", "embedding_dim", "hidden_dim", "output_dim", "embedding_init_std")
-
-
-def two_tower_settings(
-    settings: dict, meta: dict, plan: MiningPlan, threads: dict, baseline: dict
-) -> dict:
-    """The run's settings recorded with its result (``extra_settings``)."""
-    model_settings, opt = settings["model"], settings["optimizer"]
-    return {
-        "faiss_version": threads["faiss_version"],
-        **{key: model_settings[key] for key in MODEL_FACTS},
-        "shared_weights": bool(model_settings["shared_weights"]),
-        "temperature": float(settings["temperature"]),
-        "learning_rate": opt["lr"],
-        "weight_decay": opt["weight_decay"],
-        "mine_schedule": settings["mine_schedule"],
-        "mining_per_epoch": plan.per_epoch,
-        "mining": {
-            "k": plan.k,
-            "candidates": plan.candidates,
-            "index": "IndexFlatIP",
-            "faiss_threads_requested": settings["mining"].get("faiss_threads"),
-            "faiss_threads_in_force": threads["faiss"],
-            "faiss_process": "FAISS searches in a process of its own (one OpenMP runtime "
-            "per process: torch's and faiss's wheels each ship one on a Mac); arrays go "
-            "there and back by pipe, inside search_seconds",
-            "torch_threads_before_faiss": threads["torch"],
-            "torch_threads_after_faiss": torch.get_num_threads(),
-            "timing": "before each epoch, outside every timed region; device synced at its edges",
-        },
-        "bank_size": plan.bank_size,
-        "metric_depth": plan.metric_depth,
-        "metrics": "recall@k and MRR (1/rank within the top metric_depth, else 0) of the "
-        "true document among the whole bank, held-out queries, IndexFlatIP",
-        "random_baseline": baseline,
-        "eval_samples_are": "held-out queries + bank documents encoded per evaluation",
-        "data": {key: meta[key] for key in DATA_FACTS if key in meta},
-    }
-
-
-def mining_summary(baseline: dict, per_epoch: list[str]) -> Callable[[dict], dict]:
-    """The ``finish`` hook: the best epoch's metrics, the random baseline, and the
-    mining time of the whole run."""
-
-    def finish(result: dict) -> dict:
-        """Workload facts added to the loop's result."""
-        best_metrics = best_epoch_metrics(result)
-        if best_metrics is not None:
-            result["task"].update(best_metrics)
-        result["task"]["random_baseline"] = baseline
-        result["mining"] = {
-            "seconds": sum(
-                e.get("extra", {}).get("mining", {}).get("seconds", 0.0) for e in result["epochs"]
-            ),
-            "epochs_mined": sum(mode == "faiss" for mode in per_epoch),
-            "method": "faiss.IndexFlatIP over the whole bank before each faiss epoch; "
-            "not in timed.seconds",
-        }
-        return result
-
-    return finish
-
-
 def build_parts(ctx: RunContext) -> TrainingParts:
     """Model, optimizer, data and step for one cell (the benchmarks reuse them)."""
     settings = ctx.workload_settings
     # First: a cell without FAISS fails before reading its data.
-    threads = set_faiss_threads(settings["mining"])
+    threads = set_faiss_threads(settings["mining"], int(settings["model"]["output_dim"]))
     schedule = parse_mine_schedule(settings["mine_schedule"])
     meta, data = load_pair_tensors(ctx)
     bank, train_query, train_pos = data["bank"], data["train_query"], data["train_pos"]
@@ -475,6 +411,7 @@ def build_parts(ctx: RunContext) -> TrainingParts:
     step = retrieval_step(
         negatives, float(settings["temperature"]), ctx.eval_batch_size, plan.metric_depth
     )
+    negatives.loss_fn = step.loss_fn
     baseline = random_baseline(plan.bank_size, plan.metric_depth)
     return assemble_parts(
         model,

@@ -1,5 +1,6 @@
 """The two_tower workload's search over the document bank (seed report 003): the
-arrays handed to FAISS (:func:`to_faiss`), exact inner-product search, the choice
+FAISS process's start and warm-up (:func:`set_faiss_threads`), the arrays handed to
+FAISS (:func:`to_faiss`), exact inner-product search, the choice
 of hard negatives among the ranked candidates, and the retrieval metrics of a
 ranking (recall@k, MRR) with those of a random one."""
 
@@ -38,6 +39,28 @@ def faiss_search(
     if q.shape[1] != d.shape[1]:
         raise ValueError(f"query dim {q.shape[1]} != document dim {d.shape[1]}")
     return faiss_process().search(q, d, min(int(k), d.shape[0]))
+
+
+def set_faiss_threads(mining: dict, dim: int) -> dict:
+    """Start the cell's FAISS process (:mod:`.faiss_process`; a cell without FAISS fails
+    here), give it the OpenMP threads the config names, else the cell's own torch
+    thread count, and warm it with one search of ``dim``-dimensional vectors, outside
+    every timed region: its OpenMP team starts and its BLAS kernels are read (from disk,
+    in a run's first cell) before any search that counts. The facts in force: torch's
+    threads, FAISS's, its version and wait policy, and the seconds of its start (numpy's
+    and faiss's imports) and of the warm-up search."""
+    process = faiss_process()
+    torch_threads = torch.get_num_threads()
+    threads = process.set_threads(int(mining.get("faiss_threads") or torch_threads))
+    process.warm_up(int(dim), int(mining["candidates"]))
+    return {
+        "torch": torch_threads,
+        "faiss": threads,
+        "faiss_version": process.facts["faiss_version"],
+        "wait_policy": process.facts["omp_wait_policy"],
+        "start_seconds": process.facts["start_seconds"],
+        "warmup_search_seconds": process.facts["warmup_search_seconds"],
+    }
 
 
 def select_hard_negatives(
