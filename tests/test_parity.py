@@ -459,4 +459,29 @@ def test_a_row_says_when_the_absolute_term_decided_and_why_the_class_is_what_it_
     assert row["parity"] == "pass" and row["eval_precision"] == "tf32"
     assert row["eval_decided_by"] == "the absolute term" and row["eval_floor"] == 0.0
     assert "the floor below the absolute term: the absolute term decided" in row["rule"]
-    assert f"precision tf32: {reason}" in row["rule"]
+    assert f"evaluation judged in tf32: {reason}" in row["rule"]
+
+
+def test_a_row_says_which_class_each_side_was_judged_in_and_why():
+    """A CUDA float32 model TF32 reaches no op of: its training is judged TF32 (the
+    rule's allowance is not calibrated for float32 training on CUDA), its evaluation
+    float32; the row says both, and why."""
+    t = synthetic()
+    why = ("TF32 reaches no op of this model (scan: Linear ×2 only, cuDNN's TF32 flag on, "
+           "cuBLAS's off; probe: outputs bit-identical with TF32 off)")  # fmt: skip
+    t.device("linear", [60 * U32] * 3, [0.905, 0.915, 0.91], [1.01, 1.0, 0.99],
+             tf32_matmul=False, tf32_cudnn=True, float32_matmul_precision="highest",
+             tf32_reach=False, eval_parity_status="pass", eval_parity_error_ratio=0.3,
+             eval_parity_precision="float32", eval_parity_precision_reason=why,
+             eval_parity_error=1e-6, eval_parity_floor=1e-6, eval_parity_envelope=1.7e-5,
+             eval_parity_decided_by="the floor")  # fmt: skip
+    row = one(t.table(), "linear")
+    assert row["precision"] == "tf32" and row["eval_precision"] == "float32"
+    assert "whatever ops its model runs" in row["precision_reason"]
+    assert "TF32 itself reaches no op of this model" in row["precision_reason"]
+    assert f"training judged in tf32: {row['precision_reason']}" in row["rule"]
+    assert f"evaluation judged in float32: {why}" in row["rule"]
+    # a record made before the reach: the flags' reason alone
+    older = one(synthetic().table(), "kernels")
+    assert older["precision_reason"] == "float32"
+    assert "training judged in float32: float32" in older["rule"]

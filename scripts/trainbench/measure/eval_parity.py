@@ -29,7 +29,9 @@ outputs (labels, ids) must be equal. An output passes when its error is within t
 envelope of the cell's precision class, ``m_p × (u_p / u_fp32) × floor + u_p``; the cell
 passes when every output does. The **precision class** (:func:`evaluation_precision`)
 names what may have computed the evaluation: the autocast dtype, TF32 where a CUDA cell
-allowed it (cuDNN's convolutions and RNNs under PyTorch's defaults), TF32 too where
+allowed it and it reaches the model (:mod:`trainbench.measure.tf32_reach`: a module scan
+and a probe with TF32 off; float32 where it reaches no op, e.g. a model of Linear layers
+under PyTorch's defaults), TF32 too where
 ``nn.MultiheadAttention``'s eval-mode fast path ran on CUDA (measured at about TF32's
 precision), else float32; each reason is recorded. The primary metric is computed from
 every side's outputs with the workload's ``score`` and the device's difference from
@@ -50,7 +52,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from trainbench.common.eval_envelope import ALLOWANCES, judge
-from trainbench.common.precision_classes import coarsest, precision_of
+from trainbench.common.precision_classes import (
+    coarsest,
+    precision_of,
+    tf32_allowed_text,
+    tf32_reach_reason,
+)
+from trainbench.measure import tf32_reach
 from trainbench.measure.data import to_device
 from trainbench.measure.eval_outputs import check_same_structure, compare_outputs, corrupt_outputs
 from trainbench.measure.parts_contract import BadInputError
@@ -102,13 +110,15 @@ def fast_path_on(model: torch.nn.Module, device_type: str) -> bool:
 
 def evaluation_precision(model: torch.nn.Module, ctx: RunContext) -> tuple[str, list[str]]:
     """(precision class, the reasons for it) of the cell's evaluation of ``model``: the
-    coarsest of its training class (autocast dtype, else TF32 where allowed and not
-    overridden, see :func:`trainbench.common.precision_classes.precision_of`), the
+    coarsest of its training class (autocast dtype, else TF32 where allowed, not
+    overridden and reaching the model (the record's ``tf32_reach``), see
+    :func:`trainbench.common.precision_classes.precision_of`), the
     model's own floating dtype (a model cast to float16 or bfloat16) and, on CUDA, TF32
     where :func:`fast_path_on`."""
     amp = ctx.amp.dtype if ctx.amp is not None and ctx.amp.enabled else None
     facts = ctx.settings_in_force or {}
-    found = {precision_of(amp, facts, honour_override=True): _class_reason(amp, facts)}
+    found = {precision_of(amp, facts, honour_override=True, honour_reach=True):
+             _class_reason(amp, facts)}  # fmt: skip
     dtypes = {str(p.dtype).removeprefix("torch.") for p in model.parameters()
               if p.is_floating_point()}  # fmt: skip
     for dtype in dtypes & {"float16", "bfloat16"}:
@@ -122,13 +132,14 @@ def evaluation_precision(model: torch.nn.Module, ctx: RunContext) -> tuple[str, 
 def _class_reason(amp: str | None, facts: dict) -> str:
     if amp:
         return f"autocast {amp}"
+    reach = tf32_reach_reason(facts)  # the model's (tf32_reach); absent in older records
+    if reach:
+        return reach
     if str(facts.get("tf32_override") or "").strip() == "0":
         return "float32: NVIDIA_TF32_OVERRIDE=0 switches TF32 off in cuBLAS and cuDNN"
-    allowed = [name for key, name in (("tf32_matmul", "cuBLAS matmuls"),
-                                      ("tf32_cudnn", "cuDNN convolutions and RNNs"))
-               if facts.get(key)]  # fmt: skip
+    allowed = tf32_allowed_text(facts)
     if allowed:
-        return f"TF32 allowed for {' and '.join(allowed)}"
+        return allowed
     mode = facts.get("float32_matmul_precision")
     if mode in ("high", "medium"):
         return f"float32 matmul precision {mode!r}"
@@ -351,7 +362,10 @@ def wanted(spec: dict) -> bool:
 
 def run(parts: TrainingParts, ctx: RunContext, final: FinalEvaluation | None) -> dict | None:
     """:func:`measure` where :func:`wanted`; an error is recorded (status ``error``),
-    never the cell's."""
+    never the cell's. First, in every cell, whether TF32 reaches the model
+    (:func:`trainbench.measure.tf32_reach.record`, into the settings in force): the
+    evaluation's class reads it."""
+    tf32_reach.record(parts, ctx)
     if not wanted(ctx.spec):
         return None
     if final is None:

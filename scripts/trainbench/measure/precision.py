@@ -68,7 +68,9 @@ def cast_floats(batch: Mapping, dtype: torch.dtype) -> dict:
 def matmul_facts(backend: str) -> dict:
     """The float32 matmul/convolution settings in force (settings in force of every
     cell): TF32 is PyTorch's default for cuDNN convolutions on NVIDIA GPUs, and
-    ``NVIDIA_TF32_OVERRIDE`` (where set) overrides torch's flags in the libraries."""
+    ``NVIDIA_TF32_OVERRIDE`` (where set) overrides torch's flags in the libraries. What
+    the flags allow is not what the model runs: whether TF32 reaches the model is
+    decided after training (:mod:`trainbench.measure.tf32_reach`, ``tf32_reach``)."""
     import torch
 
     facts = {"float32_matmul_precision": torch.get_float32_matmul_precision()}

@@ -29,8 +29,9 @@ compares them **pair by pair**, per workload × device × batch size, with two c
    weights evaluated by the CPU in float64, within the envelope its precision class
    builds on the network's own float32 error (the same weights evaluated by the CPU in
    float32; trainbench.common.eval_envelope). Columns ``eval_parity`` (pass, fail, error,
-   not run), ``eval_repeats``, ``eval_precision`` (the coarsest class over the repeats)
-   and ``eval_precision_reason``; of the repeat with the largest ratio: ``eval_error``
+   not run), ``eval_repeats``, ``eval_precision`` (the coarsest class over the repeats:
+   the evaluation's, from the model, trainbench.measure.tf32_reach) and
+   ``eval_precision_reason``; of the repeat with the largest ratio: ``eval_error``
    (the device's relative RMSE against float64), ``eval_floor`` (CPU float32's),
    ``eval_envelope``, ``eval_error_ratio`` (error ÷ envelope; ≤ 1 within) and
    ``eval_decided_by`` (the floor, or the absolute term where the floor is below it);
@@ -51,8 +52,10 @@ Then the evaluation: any repeat's evaluation failing makes the row ``fail``; a `
 or ``identical`` row whose repeats do not all have an evaluation pass becomes
 ``insufficient data``.
 
-**Columns**: workload, device, batch_size, primary_metric; precision (the device's
-coarsest arithmetic: its autocast dtype, TF32, else float32), unit_roundoff; pairs;
+**Columns**: workload, device, batch_size, primary_metric; precision (the training
+rule's class: the device's autocast dtype, TF32 where torch's flags allow it, else
+float32), unit_roundoff, precision_reason (why, in words: CUDA float32 training keeps the
+TF32 class whatever its model runs, trainbench.common.precision_classes); pairs;
 reference_steps (median steps with a loss on every side); compared_steps (median of
 the first steps compared: those before the baseline diverges, :mod:`.drift`);
 drift_multiplier (m); drift_low,
@@ -77,7 +80,12 @@ from scipy import stats
 from trainbench.analysis.stats import frames as fr
 from trainbench.analysis.stats.drift import PairDrift, identical_pair, multiplier_for, pair_drift
 from trainbench.analysis.tables import compact
-from trainbench.common.precision_classes import UNIT_ROUNDOFF, coarsest, precision_of
+from trainbench.common.precision_classes import (
+    UNIT_ROUNDOFF,
+    coarsest,
+    precision_of,
+    training_reason,
+)
 
 ALPHA = 0.05
 MIN_PAIRS = 3
@@ -91,7 +99,7 @@ INSUFFICIENT, NOT_COMPARABLE = "insufficient data", "not comparable"
 
 PARITY_COLUMNS = [
     "workload", "device", "batch_size", "primary_metric", "precision", "unit_roundoff",
-    "pairs", "reference_steps", "compared_steps", "drift_multiplier", "drift_low", "drift_median",
+    "precision_reason", "pairs", "reference_steps", "compared_steps", "drift_multiplier", "drift_low", "drift_median",
     "drift_high", "device_error", "baseline_error", "drift_within",
     "final_metric", "baseline_metric", "metric_diff", "metric_low", "metric_high",
     "metric_margin", "metric_within", "final_loss", "baseline_loss", "loss_diff",
@@ -174,13 +182,23 @@ def _known(value):
     return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
 
 
-def _precision(rows: list[dict]) -> str:
+def _facts(row: Mapping) -> dict:
+    """A runs row's settings in force, as :func:`precision_of` reads them."""
     keys = ("tf32_matmul", "tf32_cudnn", "tf32_override", "float32_matmul_precision")
-    found = {
-        precision_of(_known(r.get("autocast_dtype")), {k: _known(r.get(k)) for k in keys})
-        for r in rows
-    }
-    return coarsest(found)  # mixed settings across repeats: judge by the coarsest
+    facts = {k: _known(row.get(k)) for k in keys}
+    reach = _known(row.get("tf32_reach"))
+    if reach is not None:
+        facts["tf32_reach"] = {"reaches": bool(reach)}
+    return facts
+
+
+def _precision(rows: list[dict]) -> tuple[str, str]:
+    """The training rule's class of a device's repeats (the coarsest where they differ)
+    and why, in words (:func:`training_reason`)."""
+    found = {precision_of(_known(r.get("autocast_dtype")), _facts(r)) for r in rows}
+    reason = fr.distinct_text(training_reason(_known(r.get("autocast_dtype")), _facts(r))
+                              for r in rows)  # fmt: skip
+    return coarsest(found), reason  # mixed settings across repeats: judge by the coarsest
 
 
 # ----------------------------------------------------------------------------- checks
@@ -256,7 +274,8 @@ def _drift(row: dict, drifts: list[PairDrift], precision: str, m: float) -> str 
         f"loss drift against float64 over the first {row['compared_steps']} of "
         f"{row['reference_steps']} steps (before the baseline diverges): device error / "
         f"({precision} envelope = {envelope}the baseline's float32 error) "
-        f"{compact(low)}–{compact(high)} ({kind}): {words}"
+        f"{compact(low)}–{compact(high)} ({kind}): {words}; training judged in {precision}"
+        + (f": {row['precision_reason']}" if row.get("precision_reason") else "")
     )
 
 
@@ -348,9 +367,7 @@ def eval_numbers(found: Mapping) -> str:
     if diff is not None and pd.notna(diff):
         text += f"; metric difference {compact(diff)}"
     reason = found.get("eval_precision_reason")
-    if reason:
-        text += f"; precision {precision}: {reason}"
-    return text
+    return f"{text}; evaluation judged in {precision}" + (f": {reason}" if reason else "")
 
 
 def _row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dict:
@@ -373,12 +390,13 @@ def _row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dic
 def _training_row(key, dev: dict, base: dict, base_all: list[dict], context: dict) -> dict:
     workload, batch_size, device = key
     settings, losses, refs = context["settings"], context["losses"], context["references"]
-    precision = _precision(list(dev.values()))
+    precision, reason = _precision(list(dev.values()))
     m = multiplier_for(precision, settings.drift_multiplier)
     keys = sorted(set(dev) & set(base))
     row = {"workload": workload, "device": device, "batch_size": batch_size,
            "primary_metric": fr.distinct_text(r.get("primary_metric") for r in dev.values()) or None,
-           "precision": precision, "unit_roundoff": UNIT_ROUNDOFF[precision], "pairs": len(keys),
+           "precision": precision, "unit_roundoff": UNIT_ROUNDOFF[precision],
+           "precision_reason": reason or None, "pairs": len(keys),
            "drift_multiplier": m, "drift_within": pd.NA, "metric_within": pd.NA,
            "loss_within": pd.NA}  # fmt: skip
     drifts, missing = [], []
