@@ -39,6 +39,10 @@ checkpoint plan_round:
     priority: TOP_PRIORITY + 1
     conda:
         "../envs/trainbench.yaml"
+    # Never beside a timed cell: its Python start and statistics (1-3 s of a core)
+    # ran beside CUDA cells on a 16-core host, every round but the first.
+    resources:
+        timed_slot=timed_slots,
     params:
         devices=lambda wildcards: DEVICE_ORDER[wildcards.workload],
         baseline=config["report"]["baseline_device"],

@@ -308,9 +308,13 @@ def test_ok_training_record(tmp_path, cnn_data, start):
     assert result["timed"]["samples"] == (STEPS_PER_EPOCH - warm + extended) * 32
     assert result["timed"]["seconds"] > 0
     assert result["timed"]["samples_per_s"] > 0
-    assert result["timed"]["samples_per_s"] == pytest.approx(
+    assert result["timed"]["samples_per_s_all_steps"] == pytest.approx(
         result["timed"]["samples"] / result["timed"]["seconds"]
     )
+    stalls = result["timed"]["stalls"]  # left out of samples_per_s above max_stall_share
+    assert stalls["excluded"] == (stalls["share"] > stalls["max_share"])
+    if not stalls["excluded"]:
+        assert result["timed"]["samples_per_s"] == result["timed"]["samples_per_s_all_steps"]
     assert result["settings"]["warmup_steps"] == WARMUP_STEPS
     assert result["settings"]["steps_per_epoch"] == STEPS_PER_EPOCH
     assert len(result["epochs"]) == 1

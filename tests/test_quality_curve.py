@@ -67,15 +67,19 @@ def test_default_cadence_is_at_least_8_passes_evenly_spaced(steps, epochs, per_e
 
 
 def test_a_dense_curve_still_calibrates_a_short_evaluation_window():
-    # 24 curve passes, more than max_eval_passes (here 5): calibration still adds its
-    # own passes of the final model (the cap counts those alone).
+    # 24 curve passes, more than max_eval_passes (here 5): the cap counts the
+    # calibration's own passes alone. 5 of them cannot reach 1e9 s, so none is timed
+    # and the evaluation speed is not measured.
     device = FakeDevice()
     spec = _spec(8, epochs=3)
     spec["timing"]["eval_every"] = {"steps": 1}
     spec["timing"]["max_eval_passes"] = 5
     spec["timing"]["min_timed_seconds"] = 1e9
     result = run_training(_parts(8), _context(spec, device))
-    assert len(result["eval"]["passes"]) == 24 + 5
+    evaluation = result["eval"]
+    assert len(evaluation["passes"]) == 24
+    assert "timing.max_eval_passes allows 5 more" in evaluation["calibration"]["out_of_reach"]
+    assert evaluation["samples_per_s"] is None
 
 
 def test_every_second_epoch_and_the_last_always():

@@ -48,7 +48,7 @@ COLUMNS = {
     "optimizer_state_on memory_initial_bytes memory_peak_bytes memory_peak_batch_size "
     "memory_method",
     "verdicts": "workload device baseline status symbol first_failing text batch_sizes",
-    "warnings": "kind workload device batch_size rep detail",
+    "warnings": "kind workload device batch_size rep detail affects_verdict",
     "overview": "workload kind baseline devices records ok failed unavailable repeats_min "
     "repeats_max code",
     "attention": "status workload device error_class detail cells batch_sizes",
@@ -183,9 +183,13 @@ def scenario(kind: str = "range", warnings: bool = True) -> dict[str, list[dict]
         ],
         "warnings": [
             {"kind": "disturbed", "workload": ic, "device": "cpu", "batch_size": 32, "rep": 1,
-             "detail": "other processes used 1.02 cores"},
+             "detail": "other processes used 1.02 cores", "affects_verdict": True},
             {"kind": "short window", "workload": ic, "device": "cuda", "batch_size": 32,
-             "rep": 0, "detail": "measured 0.066 s (minimum 1 s)"},
+             "rep": 0, "detail": "measured 0.066 s (minimum 1 s)", "affects_verdict": True},
+            # Turns no verdict: in Measurement quality, not in the headline's count.
+            {"kind": "eval speed not measured", "workload": ic, "device": "cuda",
+             "batch_size": 32, "rep": 1, "affects_verdict": False,
+             "detail": "warm evaluation 0.15 s over 57 passes, below the minimum"},
         ] if warnings else [],
         "overview": [
             {"workload": ic, "kind": "training", "baseline": "cpu", "devices": "cpu;cuda;mps",
@@ -274,6 +278,7 @@ def test_warning_block_comes_first(rendered):
     assert (
         "other processes used 1.02 cores" in quality and "| short window | image_cnn |" in quality
     )
+    assert "| eval speed not measured | image_cnn |" in quality
     # The workload report warns about its own measurements only.
     assert "a warning:**" in reports["image_cnn"].split("## Summary")[0]
     assert "a warning:**" not in reports["text_multilabel"]

@@ -290,7 +290,11 @@ def test_training_excludes_warmup_from_timing():
     assert timed["steps"] == 2 * 10 - 3
     assert result["epochs"][0]["timed_steps"] == 7
     assert result["epochs"][1]["timed_steps"] == 10
-    assert timed["samples_per_s"] == pytest.approx(timed["samples"] / timed["seconds"])
+    assert timed["samples_per_s_all_steps"] == pytest.approx(timed["samples"] / timed["seconds"])
+    stalls = timed["stalls"]  # stalls above timing.max_stall_share leave the published rate
+    kept = stalls["excluded"] * stalls["samples"], stalls["excluded"] * stalls["seconds"]
+    published = (timed["samples"] - kept[0]) / (timed["seconds"] - kept[1])
+    assert timed["samples_per_s"] == pytest.approx(published)
     for epoch in result["epochs"]:
         assert epoch["samples_per_s"] == pytest.approx(
             epoch["timed_samples"] / epoch["timed_seconds"]

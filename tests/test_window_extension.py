@@ -18,7 +18,9 @@ from trainbench.measure.training import run_training
 
 def _timing(**timing) -> dict:
     spec = _spec(6, epochs=2, warmup=1)
-    spec["timing"] = {"steady_state": {"detect": False}, "max_eval_passes": 3, **timing}
+    # stalls (timing.max_stall_share) extend a window too: tested in test_stall_rule.py
+    spec["timing"] = {"steady_state": {"detect": False}, "max_eval_passes": 3,
+                      "max_stall_share": 1.0, **timing}  # fmt: skip
     return spec
 
 
@@ -105,7 +107,7 @@ def test_a_run_without_a_steady_state_gets_one_more_region():
     parts.loss_fn = late_warmup
     spec = _spec(40, epochs=2, warmup=1)
     spec["timing"] = {"max_eval_passes": 3, "min_timed_seconds": 0.05, "min_timed_steps": 10,
-                      "step_breakdown": {"enabled": False}}  # fmt: skip
+                      "step_breakdown": {"enabled": False}, "max_stall_share": 1.0}  # fmt: skip
     result = run_training(parts, _context(spec, FakeDevice()))
     assert "no steady state in 80 steps" in result["extension"]["reason"]
     assert result["extension"]["regions"] == 1 and result["extension"]["steps"] >= 40

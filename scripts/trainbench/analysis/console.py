@@ -80,8 +80,9 @@ def _flags(record: dict) -> str:
     if (result.get("host") or {}).get("disturbed"):
         from trainbench.analysis.tables import compact  # pandas: only once a cell has finished
 
+        why = result["host"].get("disturbed_reason")
         cores = result["host"].get("other_cpu_cores")
-        flags.append(f"disturbed: others used {compact(cores)} cores")
+        flags.append(f"disturbed: {why or f'others used {compact(cores)} cores'}")
     if (result.get("timed") or {}).get("short_window"):
         flags.append("short window")
     if (result.get("steady_state") or {}).get("classification") == "no steady state":
@@ -153,7 +154,12 @@ def summary_lines(report_path: str | Path) -> list[str]:
             lines.append(f"  ⚪ {row['device']} unavailable: {row['detail']}")
     lines += [f"  {line}" for line in samples_check_lines(_rows(tables / "time_to_target.csv"))]
     lines += [f"  {line}" for line in across_lines(_rows(tables / "across_batch_sizes.csv"))]
-    kinds = Counter(row["kind"] for row in _rows(tables / "warnings.csv"))
+    # Only what withholds or changes a verdict (every row of a table written before the
+    # affects_verdict column); the rest is in the report's Measurement quality.
+    warned = _rows(tables / "warnings.csv")
+    kinds = Counter(
+        r["kind"] for r in warned if (r.get("affects_verdict") or "").strip().lower() != "false"
+    )
     if kinds:
         text = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
         lines.append(f"⚠️  measurements to read with care: {text} (see the report)")

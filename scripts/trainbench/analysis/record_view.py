@@ -92,12 +92,26 @@ class Environment:
 
 
 @dataclass(frozen=True)
+class Stalls:
+    """The window's stalls (trainbench.measure.stalls.stall_facts)."""
+
+    count: int | None = None
+    seconds: float | None = None
+    share: float | None = None
+    largest_share: float | None = None  # the largest stall's share of the window
+    over_limit: int | None = None  # stalls alone above timing.max_stall_share
+    excluded: bool | None = None  # True: those left out of samples_per_s
+
+
+@dataclass(frozen=True)
 class Timed:
-    samples_per_s: float | None = None
+    samples_per_s: float | None = None  # published: stalls excluded where the rule says so
+    samples_per_s_all_steps: float | None = None  # every step (None: older records)
     steps: int | None = None
     samples: int | None = None
     seconds: float | None = None
     short_window: bool | None = None
+    stalls: Stalls | None = None  # None: a record written before the stall rule
 
 
 @dataclass(frozen=True)
@@ -153,6 +167,10 @@ class Host:
     load_avg_end: list | None = None
     disturbed: bool | None = None
     logical_cores: int | None = None
+    # Since the disturbance rule judged the cell's own cores (records before it: None).
+    cell_cpus: list | None = None
+    cell_cpu_others_share: float | None = None
+    disturbed_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -153,8 +153,10 @@ def target_lines(rows: Sequence[Row]) -> list[str]:
 
 
 def warning_counts(rows: Sequence[Row]) -> dict | None:
-    """How many measurements were flagged, by kind (the table is sorted by kind)."""
-    kinds = [field_text(r, "kind") for r in rows]
+    """How many measurements carry a warning that withholds or changes a verdict (the
+    table's ``affects_verdict``; every row in tables written before it), by kind (the
+    table is sorted by kind). The other rows stay in Measurement quality alone."""
+    kinds = [field_text(r, "kind") for r in rows if as_flag(r.get("affects_verdict")) is not False]
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds))
     return {"n": len(kinds), "kinds": counts} if kinds else None
 

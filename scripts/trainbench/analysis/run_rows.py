@@ -13,8 +13,10 @@ from trainbench.analysis.record_view import (
     Host,
     RecordView,
     Result,
+    Timed,
     view_record,
 )
+from trainbench.common.precision_classes import tf32_reaches
 from trainbench.common.vocabulary import PHASES
 
 # Energy over the timed training regions (trainbench.measure.trackers.energy): see _energy_facts.
@@ -53,15 +55,18 @@ RUN_COLUMNS = [
     "samples_per_s", "window_steps", "window_samples", "window_seconds", "short_window",
     "steady_state", "steady_start_step", "window_phase", "warmup_steps", "warmup_seconds", "first_step_seconds",
     "step_p50_s", "step_p90_s", "step_cv", "step_robust_cv",
-    "outlier_steps", "outlier_steps_severe", "outlier_seconds_share", "data_wait_per_step_s",
+    "outlier_steps", "outlier_steps_severe", "outlier_seconds_share",
+    "stall_steps", "stall_seconds", "stall_seconds_share", "stall_largest_share", "stalls_excluded",
+    "samples_per_s_all_steps", "data_wait_per_step_s",
     "eval_samples_per_s", "eval_warm_seconds", "eval_warm_passes", "eval_cold_seconds",
     "eval_short_window", "epoch_seconds_median", "full_epochs",
-    "other_cpu_cores", "load_avg_start", "load_avg_end", "disturbed", "logical_cores",
+    "other_cpu_cores", "cell_cpu_others_share", "disturbed_reason", "cpu_pinned", "load_avg_start",
+    "load_avg_end", "disturbed", "logical_cores",
     "performance_cores", "efficiency_cores", "power_source", "battery_percent", "low_power_mode",
     "primary_metric", "higher_is_better", "final_metric", "best_metric", "best_epoch", "final_loss",
     "memory_initial_bytes", "memory_peak_bytes", "memory_method", "memory_limit_bytes",
     *ENERGY_COLUMNS,
-    "torch_threads", "autocast_dtype", "tf32_matmul", "tf32_cudnn", "tf32_override",
+    "torch_threads", "autocast_dtype", "tf32_matmul", "tf32_cudnn", "tf32_override", "tf32_reach",
     "float32_matmul_precision", "grad_scaler", "all_on_device", "autocast_active", "cpu_fallback_ops",
     "placement_parameters", "placement_buffers", "placement_optimizer_state", "placement_batch",
     "autocast_requested", "autocast_output_dtype",
@@ -89,6 +94,21 @@ def phase_text(phase) -> str | None:
     return f"{epochs}: {phase.get('phase')}"
 
 
+def _stall_facts(timed: Timed) -> dict:
+    """The window's stalls (docs/statistics.md §1, "A stall cannot set a throughput"):
+    empty for a record written before the rule."""
+    stalls = timed.stalls
+    return {
+        "stall_steps": stalls.count if stalls else None,
+        "stall_seconds": stalls.seconds if stalls else None,
+        "stall_seconds_share": stalls.share if stalls else None,
+        "stall_largest_share": stalls.largest_share if stalls else None,
+        "stalls_excluded": stalls.excluded if stalls else None,
+        # a record before the rule: samples_per_s is every step's
+        "samples_per_s_all_steps": timed.samples_per_s_all_steps if stalls else timed.samples_per_s,
+    }
+
+
 def _speed_facts(result: Result) -> dict:
     """The measurement window of a training result (docs/statistics.md section 1)."""
     timed, steady, outliers = result.timed, result.steady_state, result.outliers
@@ -114,8 +134,11 @@ def _speed_facts(result: Result) -> dict:
         else None,
         "outlier_steps_severe": outliers.high_severe if outliers else None,
         "outlier_seconds_share": outliers.high_seconds_share if outliers else None,
+        **_stall_facts(timed),
         "data_wait_per_step_s": result.data_wait.per_step_mean_s,
-        "eval_samples_per_s": result.eval.samples_per_s,
+        # Below the minimum window an evaluation speed is not measured (records before
+        # that rule still carry the short window's value).
+        "eval_samples_per_s": None if result.eval.short_window else result.eval.samples_per_s,
         "eval_warm_seconds": result.eval.warm.seconds,
         "eval_warm_passes": result.eval.warm.passes,
         "eval_cold_seconds": result.eval.cold_seconds,
@@ -166,6 +189,11 @@ def _host_facts(host: Host | None) -> dict:
         return {"disturbed": None}
     return {
         "other_cpu_cores": host.other_cpu_cores,
+        "cell_cpu_others_share": host.cell_cpu_others_share,
+        "disturbed_reason": host.disturbed_reason,
+        "cpu_pinned": len(host.cell_cpus) < host.logical_cores
+        if host.cell_cpus and host.logical_cores
+        else None,
         "load_avg_start": _load_avg(host.load_avg_start),
         "load_avg_end": _load_avg(host.load_avg_end),
         "disturbed": host.disturbed,
@@ -193,6 +221,8 @@ def _verification_facts(verification: Mapping, settings: Mapping) -> dict:
         "tf32_matmul": settings.get("tf32_matmul"),
         "tf32_cudnn": settings.get("tf32_cudnn"),
         "tf32_override": settings.get("tf32_override"),
+        # TF32 reaches the model (trainbench.measure.tf32_reach): True, False, None undecided
+        "tf32_reach": tf32_reaches(settings),
         "float32_matmul_precision": settings.get("float32_matmul_precision"),
         "grad_scaler": amp.get("scaler"),
         "all_on_device": verification.get("all_on_device"),

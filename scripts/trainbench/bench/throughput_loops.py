@@ -61,7 +61,9 @@ def measure_harness(spec: dict) -> dict:
         "steps": timed["steps"],
         "samples": timed["samples"],
         "wall_s": timed["seconds"],
-        "samples_per_s": timed["samples_per_s"],
+        # every step, as the bare loop and the Trainer count them (the record's published
+        # samples_per_s may leave stalls out: docs/statistics.md §1)
+        "samples_per_s": timed["samples_per_s_all_steps"],
         "warmup_steps": result["warmup"]["steps"],
         "first_step_s": result["warmup"]["first_step_seconds"],
         "data_wait_per_step_s": result["data_wait"]["per_step_mean_s"],

@@ -72,9 +72,14 @@ def validate_config(config: dict) -> dict:
 
 
 def normalise(config: dict) -> None:
-    for settings in config.get("device_settings", {}).values():
+    overrides = [w.get("autocast") or {} for w in (config.get("workloads") or {}).values()]
+    for settings in [*config.get("device_settings", {}).values(), *overrides]:
         if settings.get("autocast") is False:  # YAML 1.1 reads `off` as false
             settings["autocast"] = "off"
+    for override in overrides:
+        for backend, value in override.items():
+            if value is False:
+                override[backend] = "off"
 
 
 def read_merged_config(paths: list[str | Path]) -> tuple[dict, dict[str, dict[str, str]]]:

@@ -265,6 +265,8 @@ def faults_for(config: dict, cell: Cell) -> list[dict]:
 # Keys that shape the matrix rather than one run: left out of a cell's spec, so
 # adding a batch size or a repeat does not invalidate the cells already run.
 MATRIX_KEYS = ("enabled", "devices", "batch_sizes", "repeats", "timeout_s", "compile", "target")
+# Workload keys that set the cell's device settings rather than the workload's.
+DEVICE_KEYS = ("autocast",)
 
 
 def launcher_settings(config: dict, workload: str) -> dict:
@@ -288,10 +290,13 @@ def cell_spec(
     device_settings = copy.deepcopy(config["device_settings"][variant.backend])
     if variant.backend == "cpu":
         device_settings["threads"] = variant.threads
+    autocast = (config["workloads"][cell.workload].get("autocast") or {}).get(variant.backend)
+    if autocast is not None:
+        device_settings["autocast"] = autocast
     workload_settings = {
         k: copy.deepcopy(v)
         for k, v in config["workloads"][cell.workload].items()
-        if k not in MATRIX_KEYS
+        if k not in MATRIX_KEYS and k not in DEVICE_KEYS
     }
     spec = {
         "cell": {

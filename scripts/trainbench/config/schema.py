@@ -106,6 +106,14 @@ def _type_words(expected: Any) -> str:
     return " or ".join(TYPE_WORDS.get(k, str(k)) for k in kinds)
 
 
+# Keys an earlier release took, and what replaced them: (parent key, old key) -> the fix.
+REPLACED_KEYS = {
+    ("timing", "disturbed_other_cores"): "`timing.disturbed_other_cores` (cores busy anywhere "
+    "on the machine) was replaced by `timing.disturbed_core_share`, a share of the time of "
+    "the cores the cell uses (default 0.1): remove it, or write that key instead.",
+}
+
+
 def describe_error(error: jsonschema.ValidationError) -> str:
     """One sentence for one schema violation: the key, what is wrong, the fix."""
     path = list(error.absolute_path)
@@ -116,9 +124,10 @@ def describe_error(error: jsonschema.ValidationError) -> str:
         extra = sorted(set(value) - set(error.schema.get("properties", {})), key=str)
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         where = f"under `{key}`" if path else "at the top level"
+        replaced = [REPLACED_KEYS[(key, e)] for e in extra if (key, e) in REPLACED_KEYS]
         return (
             f"unknown key {', '.join(f'`{e}`' for e in extra)} {where}. "
-            f"Allowed keys: {allowed}. Fix: remove or rename it."
+            f"Allowed keys: {allowed}. Fix: {' '.join(replaced) or 'remove or rename it.'}"
         )
     if validator == "enum":
         allowed = ", ".join(str(v) for v in error.validator_value if v is not False)

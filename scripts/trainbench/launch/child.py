@@ -77,6 +77,7 @@ def run(spec: dict, attempt: int, facts: dict) -> dict:
     settings_in_force["amp"] = ctx.amp.as_dict()
     settings_in_force["dataloader"] = ctx.device.dataloader_kwargs()
     settings_in_force["openmp"] = openmp_in_force(openmp_switch_at_start)
+    settings_in_force["cpu_placement"] = facts.get("cpu_placement")
     return {
         "status": "ok",
         "result": result,
@@ -119,15 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     # A hang killed by the launcher's SIGTERM leaves a stack trace in the log.
     faulthandler.enable()
     faulthandler.register(signal.SIGTERM, chain=True)
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    from trainbench.measure.placement import pin_cell
+
+    # Before this process starts any thread: every later one inherits the CPUs.
+    facts: dict = {"cpu_placement": pin_cell(spec)}
     watch_launcher()
     from trainbench.common.records import atomic_write_json
     from trainbench.measure import wall_time
 
     wall_time.open_marks(result_path + wall_time.MARKS_SUFFIX)
     wall_time.mark("child_start", MODULE_REACHED)
-    with open(spec_path) as fh:
-        spec = json.load(fh)
-    facts: dict = {}
     try:
         outcome = run(spec, attempt, facts)
         code = 0

@@ -43,6 +43,7 @@ from trainbench.launch.environment import (
     host_facts,
 )
 from trainbench.measure import wall_time
+from trainbench.measure.placement import LauncherPlacement
 
 
 @dataclass
@@ -174,6 +175,8 @@ def run_child(
         fds = {"stdout": out.fileno(), "stderr": err.fileno(), "watchdog": watch_read}
         if lock is not None and lock.fd is not None:
             fds["lock"] = lock.fd
+        # The child chooses its CPUs from the mask it inherits: this launcher's own.
+        placement = LauncherPlacement(spec)
         try:
             child, start = _start_child(spec, env, argv, fds, lock)
         finally:
@@ -182,12 +185,14 @@ def run_child(
         start["wait_s"] = time.perf_counter() - t0
         if lock is not None:
             lock.set_child(child.pid)
+        placement.while_cell_runs()  # off the cell's CPUs while it is timed
         try:
             with forward_stop_signals(child):
                 returncode, timed_out, child_rss = wait_for_child(
                     child, float(spec["launcher"]["timeout_s"])
                 )
         finally:
+            placement.restore()
             os.close(watch_write)
     duration = time.perf_counter() - t0
     return ChildRun(

@@ -86,6 +86,7 @@ class LoopState:
     step_samples: list[int] = field(default_factory=list)
     data_wait: list[float] = field(default_factory=list)
     eval_passes: list[dict] = field(default_factory=list)
+    eval_calibration: dict | None = None  # trainbench.measure.eval_calibration, after training
     epoch_rows: list[dict] = field(default_factory=list)
     verification: dict = field(default_factory=dict)
     first_step_seconds: float | None = None

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from trainbench.measure.stalls import published_throughput, stall_facts, stall_steps_needed
 from trainbench.measure.steady import (
     NO_STEADY_STATE,
     detect_steady_state,
@@ -22,11 +23,14 @@ from trainbench.measure.steady import (
 DEFAULTS = {
     "min_timed_seconds": 1.0,
     "min_timed_steps": 20,
-    "max_eval_passes": 50,
-    "disturbed_other_cores": 0.5,
+    "max_eval_passes": 2000,
+    "max_eval_seconds": 10.0,
+    "disturbed_core_share": 0.10,
+    "pin_cpus": True,
     "min_energy_seconds": 1.0,
     "extend_short_windows": True,
     "max_extension_seconds": 30.0,
+    "max_stall_share": 0.05,
     "steady_state": {"detect": True, "penalty": 3.0, "equivalence": 0.05, "max_bins": 150},
 }
 
@@ -36,10 +40,13 @@ class TimingProtocol:
     min_timed_seconds: float = DEFAULTS["min_timed_seconds"]
     min_timed_steps: int = DEFAULTS["min_timed_steps"]
     max_eval_passes: int = DEFAULTS["max_eval_passes"]
-    disturbed_other_cores: float = DEFAULTS["disturbed_other_cores"]
+    max_eval_seconds: float = DEFAULTS["max_eval_seconds"]
+    disturbed_core_share: float = DEFAULTS["disturbed_core_share"]
+    pin_cpus: bool = DEFAULTS["pin_cpus"]
     min_energy_seconds: float = DEFAULTS["min_energy_seconds"]
     extend_short_windows: bool = DEFAULTS["extend_short_windows"]
     max_extension_seconds: float = DEFAULTS["max_extension_seconds"]
+    max_stall_share: float = DEFAULTS["max_stall_share"]
     detect: bool = DEFAULTS["steady_state"]["detect"]
     penalty: float = DEFAULTS["steady_state"]["penalty"]
     equivalence: float = DEFAULTS["steady_state"]["equivalence"]
@@ -96,7 +103,9 @@ def measurement_window(
     protocol: TimingProtocol,
 ) -> dict:
     """The training window of a run: steady state from the whole series (every epoch
-    concatenated), then throughput, dispersion and outliers of the window's steps.
+    concatenated), then throughput, dispersion and outliers of the window's steps, and
+    its stalls (:mod:`.stalls`: excluded from ``samples_per_s`` only above
+    ``timing.max_stall_share``; ``samples_per_s_all_steps`` keeps every step).
 
     ``step_seconds`` holds one list per epoch; ``step_samples`` one count per step."""
     flat = [s for epoch in step_seconds for s in epoch]
@@ -115,6 +124,9 @@ def measurement_window(
     window = flat[start:]
     seconds, samples = float(sum(window)), int(sum(step_samples[start:]))
     reason = _short_reason(seconds, len(window), protocol, "steps")
+    outliers = tukey_outliers(window)
+    fence = outliers["fences"][3] if outliers["fences"] else None
+    stalls = stall_facts(window, step_samples[start:], fence, protocol.max_stall_share)
     return {
         "start_step": start,
         "steady_state": {**steady.as_dict(), "min_steps": protocol.min_timed_steps},
@@ -127,14 +139,16 @@ def measurement_window(
             "steps": len(window),
             "samples": samples,
             "seconds": seconds,
-            "samples_per_s": samples / seconds if seconds > 0 else None,
+            "samples_per_s": published_throughput(samples, seconds, stalls),
+            "samples_per_s_all_steps": samples / seconds if seconds > 0 else None,
+            "stalls": stalls,
             "short_window": reason is not None,
             "short_window_reason": reason,
             "min_seconds": protocol.min_timed_seconds,
             "min_steps": protocol.min_timed_steps,
         },
         "step_latency_s": dispersion(window),
-        "outliers": tukey_outliers(window),
+        "outliers": outliers,
     }
 
 
@@ -152,11 +166,13 @@ def extension_steps_needed(
 ) -> tuple[int, str] | None:
     """How many more timed steps a run needs for its training window (and, when energy
     is measured, ``energy_seconds`` of timed training regions) to pass the protocol's
-    minimums with :data:`EXTENSION_MARGIN`, and why; None when both pass or no
-    ``budget_seconds`` are left. ``retry_unsteady``: a run with no steady state also
-    gets one more region of half its steps so far (a warm-up that ended late settles;
-    a real drift does not). Steps are counted at the window's median step time, and no
-    more than fit in the budget (at least one)."""
+    minimums with :data:`EXTENSION_MARGIN`, and for its stalls to take at most
+    ``timing.max_stall_share`` of it (:func:`.stalls.stall_steps_needed`), and why; None
+    when all pass or no ``budget_seconds`` are left. ``retry_unsteady``: a run with no
+    steady state also gets one more region of half its steps so far (a warm-up that
+    ended late settles; a real drift does not). Steps are counted at the window's median
+    step time, and no more than fit in the budget at its mean step time (at least one):
+    where stalls make the mean longer, the budget still bounds the seconds spent."""
     if budget_seconds <= 0:
         return None
     timed, latency = window["timed"], window["step_latency_s"]
@@ -173,6 +189,10 @@ def extension_steps_needed(
         seconds = protocol.min_energy_seconds * EXTENSION_MARGIN - energy_seconds
         needs.append(max(math.ceil(seconds / step), 1))
         reasons.append(f"energy window {energy_seconds:.3g} s < {protocol.min_energy_seconds:g} s")
+    stalled = stall_steps_needed(timed.get("stalls"), timed["seconds"], step, EXTENSION_MARGIN)
+    if stalled is not None:
+        needs.append(stalled[0])
+        reasons.append(stalled[1])
     steady = window.get("steady_state") or {}
     if retry_unsteady and steady.get("classification") == NO_STEADY_STATE:
         total = int(timed["steps"]) + int(window["warmup"]["steps"])
@@ -180,8 +200,9 @@ def extension_steps_needed(
         reasons.append(f"no steady state in {total} steps")
     if not needs:
         return None
+    cost = max(step, timed["seconds"] / timed["steps"]) if timed["steps"] else step
     affordable = (
-        max(1, math.floor(budget_seconds / step)) if math.isfinite(budget_seconds) else None
+        max(1, math.floor(budget_seconds / cost)) if math.isfinite(budget_seconds) else None
     )
     steps = max(needs) if affordable is None else min(max(needs), affordable)
     return steps, "; ".join(reasons)
@@ -210,27 +231,37 @@ def epoch_windows(step_seconds: Sequence[Sequence[float]], step_samples, start: 
     return out
 
 
-def eval_window(passes: Sequence[dict], protocol: TimingProtocol) -> dict:
-    """Evaluation throughput from warm passes only; the cold first pass apart."""
+def eval_window(
+    passes: Sequence[dict], protocol: TimingProtocol, calibration: dict | None = None
+) -> dict:
+    """Evaluation throughput from warm passes only; the cold first pass apart. Warm
+    passes that add up to less than ``min_timed_seconds`` (after the calibration passes
+    of :mod:`trainbench.measure.eval_calibration`, whose facts ``calibration`` holds)
+    leave the evaluation speed not measured: no samples_per_s, the reason beside it."""
     warm = [p for p in passes if not p["cold"]]
     cold = [p for p in passes if p["cold"]]
     seconds = float(sum(p["seconds"] for p in warm))
     samples = int(sum(p["samples"] for p in warm))
-    short = seconds < protocol.min_timed_seconds or not warm
+    measured = bool(warm) and seconds >= protocol.min_timed_seconds
+    reason = None
+    if not measured:
+        why = (calibration or {}).get("out_of_reach")
+        reason = (
+            f"evaluation speed not measured: warm evaluation {seconds:.3g} s < "
+            f"{protocol.min_timed_seconds:g} s after {len(passes)} passes"
+            + (f" ({why})" if why else "")
+        )
     return {
         "passes": list(passes),
         "cold_seconds": cold[0]["seconds"] if cold else None,
         "warm": {"passes": len(warm), "samples": samples, "seconds": seconds},
-        "samples_per_s": samples / seconds if seconds > 0 else None,
-        "short_window": short,
-        "short_window_reason": (
-            f"warm evaluation {seconds:.3g} s < {protocol.min_timed_seconds:g} s "
-            f"after {len(passes)} passes (the quality curve's and up to max_eval_passes "
-            f"{protocol.max_eval_passes} more)"
-            if short
-            else None
-        ),
+        "samples_per_s": samples / seconds if measured else None,
+        "measured": measured,
+        "short_window": not measured,
+        "short_window_reason": reason,
+        "calibration": calibration,
         "method": "wall clock of evaluate(), device synchronized at both edges; the first "
-        "(cold) pass reported apart; warm passes of the per-epoch evaluations, then more "
-        "passes of the final model until timing.min_timed_seconds",
+        "(cold) pass reported apart; warm passes of the per-epoch evaluations, then the "
+        "calibration passes of the final model (calibration.method); below "
+        "timing.min_timed_seconds the speed is not measured",
     }

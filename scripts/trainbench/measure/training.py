@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 from tqdm import tqdm
-from trainbench.measure import eval_parity, quality, step_breakdown, wall_time
+from trainbench.measure import eval_calibration, eval_parity, quality, step_breakdown, wall_time
 from trainbench.measure.context import RunContext, check_autocast_kernels
 from trainbench.measure.data import batch_size_of, host_float64, staged_batches
 from trainbench.measure.devices import AmpPolicy
@@ -39,13 +39,13 @@ from trainbench.measure.trackers import (
     TRAIN,
     AutocastProbe,
     EnergyTracker,
-    HostActivity,
     MemoryTracker,
     StepTimer,
     TimedRegion,
     autocast_facts,
     verify_placement,
 )
+from trainbench.measure.trackers.host import host_activity
 from trainbench.measure.training_result import loop_result
 
 # At most this many extension regions (each re-measures the window first).
@@ -105,7 +105,7 @@ class TrainingLoop:
             compile_step(parts.loss_fn, self.compile_mode) if self.compile_mode else parts.loss_fn
         )
         self.timer = StepTimer(self.dev)
-        self.host = HostActivity(settings.protocol.disturbed_other_cores)
+        self.host = host_activity(ctx.spec, self.dev, torch.get_num_threads())
         self.memory = MemoryTracker(self.dev)
         # Only a device without a peak-memory API (MPS) samples memory inside the steps.
         self.sample_memory = self.memory.per_step
@@ -348,7 +348,7 @@ class TrainingLoop:
         regions like an epoch's, with no evaluation and no learning-rate step; the
         task's metrics and losses come from the configured epochs only. At most
         ``timing.max_extension_seconds`` of steps (docs/statistics.md §1). A run with no
-        steady state gets one region more, once."""
+        steady state gets one region more, once; stalls above timing.max_stall_share more."""
         protocol, state = self.settings.protocol, self.state
         if not protocol.extend_short_windows or self.reference:
             return
@@ -421,15 +421,12 @@ class TrainingLoop:
         return {**passed, "metrics": evaluation.get("metrics")}
 
     def calibrate_evaluation(self) -> None:
-        """More timed passes of the final model until the warm passes fill the minimum
-        window (as pyperf calibrates): at most max_eval_passes of them after the curve's."""
-        protocol, passes = self.settings.protocol, self.state.eval_passes
-        limit = len(passes) + protocol.max_eval_passes
-        while len(passes) < limit:
-            warm = [p for p in passes if not p["cold"]]
-            if warm and sum(p["seconds"] for p in warm) >= protocol.min_timed_seconds:
-                break
-            self.evaluate(None)
+        """The timed passes of the final model that bring the warm passes to the minimum
+        window, counted from their median (as pyperf calibrates its loops), within
+        timing.max_eval_seconds and max_eval_passes (trainbench.measure.eval_calibration)."""
+        self.state.eval_calibration = eval_calibration.calibrate(
+            lambda: self.evaluate(None), self.state.eval_passes, self.settings.protocol
+        )
 
     # -- where a step's time goes (after every timed region) --------------------------
 

@@ -33,7 +33,8 @@ def extension_facts(state: LoopState) -> dict:
         "method": "timed training steps after the last epoch (training loader pass "
         "after pass, no evaluation, no learning-rate step) until the window reaches "
         "timing.min_timed_seconds and min_timed_steps (and the energy window "
-        "timing.min_energy_seconds) with a 20% margin, at most "
+        "timing.min_energy_seconds) with a 20% margin, and until its stalls take at most "
+        "timing.max_stall_share of it with the same margin, at most "
         "timing.max_extension_seconds",
     }
 
@@ -91,7 +92,7 @@ def loop_result(
             "method": "host time blocked fetching the next batch (loader, plus enqueueing "
             "its copy to the device), steps of the measurement window",
         },
-        "eval": eval_window(state.eval_passes, settings.protocol),
+        "eval": eval_window(state.eval_passes, settings.protocol, state.eval_calibration),
         "quality": trackers.quality.summary(),
         "step_breakdown": state.breakdown,
         "eval_parity": state.eval_parity,

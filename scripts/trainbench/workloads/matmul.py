@@ -13,8 +13,8 @@ import time
 import torch
 import torch.utils.benchmark as benchmark
 from trainbench.measure.context import RunContext
-from trainbench.measure.measurement import TimingProtocol
-from trainbench.measure.trackers import HostActivity, TimedRegion
+from trainbench.measure.trackers import TimedRegion
+from trainbench.measure.trackers.host import host_activity
 
 
 def run(ctx: RunContext) -> dict:
@@ -30,7 +30,7 @@ def run(ctx: RunContext) -> dict:
 
     dev.reset_peak_memory()
     memory_initial = dev.current_memory_bytes()
-    host = HostActivity(TimingProtocol.from_spec(ctx.spec).disturbed_other_cores)
+    host = host_activity(ctx.spec, dev, torch.get_num_threads())
     rows = []
     generator = ctx.generator(0)
     for n in settings["sizes"]:

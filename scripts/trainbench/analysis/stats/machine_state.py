@@ -55,3 +55,11 @@ def detail(kind: str, v: pd.Series) -> str:
         f"(macOS cannot pin a thread to a core); use at most {performance} threads "
         f"(cpu-t{performance}) to measure the performance cores alone"
     )
+
+
+def disturbance_words(why: str | float) -> str:
+    """What disturbed a run: the record's reason (the cell's own cores judged), or for
+    records made before it, the cores other processes kept busy anywhere."""
+    if isinstance(why, str):
+        return why
+    return f"other processes used {compact(why)} cores" if np.isfinite(why) else ""

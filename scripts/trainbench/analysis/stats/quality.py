@@ -27,11 +27,16 @@
   CV 14% at bs 128").
 
 ``warnings`` — one row per flagged measurement: kind (numerics, disturbed, on battery,
-low power mode, threads beyond performance cores, short window, eval short window, no
-steady state, slowdown — per ok record of runs.csv —, noisy, bimodal — per workload ×
+low power mode, threads beyond performance cores, short window, eval speed not measured,
+no steady state, slowdown — per ok record of runs.csv —, noisy, bimodal — per workload ×
 device, batch_size and rep empty), workload, device, batch_size, rep, detail (the
-numbers). ``on battery``, ``low power mode``, ``threads beyond performance cores``: from
-the record's host facts (:mod:`.machine_state`); none of the three turns a verdict.
+numbers), affects_verdict (the kind withholds or changes a verdict — split setups,
+numerics, disturbed, short window, no steady state: :data:`VERDICT_KINDS`; the reports'
+headline counts these rows alone). ``on battery``, ``low power mode``, ``threads beyond
+performance cores``: from the record's host facts (:mod:`.machine_state`); none of the
+three turns a verdict. ``eval speed not measured``: the warm evaluation passes stayed
+below ``timing.min_timed_seconds`` (the record has no evaluation speed; only that cell's
+``eval_speed`` row goes without a verdict).
 ``numerics``: the record's numerical canary (:mod:`trainbench.measure.canary`) failed —
 "matmul_transposed rel. error 0.21 > 0.01", then any other failed ops — or raised
 ("canary error: <message>"); microbenchmark records included. Sorted by kind in that
@@ -46,6 +51,7 @@ import numpy as np
 import pandas as pd
 from trainbench.analysis.stats import frames as fr
 from trainbench.analysis.stats import machine_state
+from trainbench.analysis.stats.machine_state import disturbance_words
 from trainbench.analysis.stats.verdicts import failure_text
 from trainbench.analysis.tables import compact, count_text
 
@@ -65,10 +71,14 @@ STABILITY_TAIL = [
 STABILITY_COLUMNS = STABILITY_HEAD + STABILITY_TAIL
 WARNING_KINDS = (
     "split setups", "numerics", "memory growth", "disturbed", "on battery", "low power mode",
-    "threads beyond performance cores", "short window", "eval short window", "no steady state",
-    "slowdown", "noisy", "bimodal",
+    "threads beyond performance cores", "short window", "eval speed not measured",
+    "no steady state", "slowdown", "noisy", "bimodal",
 )  # fmt: skip
-WARNING_COLUMNS = ["kind", "workload", "device", "batch_size", "rep", "detail"]
+# The kinds that withhold or change a verdict (docs/statistics.md §3): records of another
+# setup are never compared, a failed canary makes a device not working, and no verdict
+# rests on a disturbed, short-window or no-steady-state run.
+VERDICT_KINDS = ("split setups", "numerics", "disturbed", "short window", "no steady state")
+WARNING_COLUMNS = ["kind", "workload", "device", "batch_size", "rep", "detail", "affects_verdict"]
 
 
 def bimodal_split(values) -> int | None:
@@ -187,10 +197,11 @@ def _note(g: pd.DataFrame, status: str, row: dict, ev: dict) -> str:
         )
     if row["failed_attempts"]:
         parts.append(f"{fr.plural(row['failed_attempts'], 'failed attempt')} in all")
-    cores = fr.num(ok, "other_cpu_cores")
+    why = [w or c for w, c in zip(fr.text(ok, "disturbed_reason"), fr.num(ok, "other_cpu_cores"),
+                                  strict=True)]  # fmt: skip
     disturbed = [
-        f"rep {r} at bs {b} disturbed: {compact(c)} other cores"
-        for r, b, c in zip(ok["rep"], ok["batch_size"], cores, strict=True)
+        f"rep {r} at bs {b} disturbed: {disturbance_words(w)}"
+        for r, b, w in zip(ok["rep"], ok["batch_size"], why, strict=True)
     ]
     parts += _listed([t for t, f in zip(disturbed, fr.flag(ok, "disturbed"), strict=True) if f])
     if row["short_window_runs"]:
@@ -277,17 +288,17 @@ def _stability_row(g: pd.DataFrame, classes: list[str], ev: dict) -> dict:
 # ----------------------------------------------------------------------------- warnings
 
 
-def _disturbed_detail(cores: float, start: float, end: float) -> str:
+def _disturbed_detail(why: str | float, start: float, end: float) -> str:
     parts = []
-    if np.isfinite(cores):
-        parts.append(f"other processes used {compact(cores)} cores")
+    if detail := disturbance_words(why):
+        parts.append(detail)
     if np.isfinite(start) and np.isfinite(end):
         parts.append(f"load average {compact(start)} → {compact(end)}")
     return "; ".join(parts) or "flagged disturbed by the record"
 
 
 _DETAIL_COLUMNS = (
-    "other_cpu_cores", "load_avg_start", "load_avg_end", "window_seconds", "window_steps",
+    "other_cpu_cores", "disturbed_reason", "load_avg_start", "load_avg_end", "window_seconds", "window_steps",
     "eval_warm_seconds", "eval_warm_passes", "warmup_steps", "steady_start_step", "epochs",
     "wall_extension_seconds", "mining_seconds", *machine_state.DETAIL_COLUMNS,
 )  # fmt: skip
@@ -300,12 +311,15 @@ def _over(x: float, unit: str) -> str:
 def _record_detail(kind: str, v: pd.Series) -> str:
     """The numbers behind one record's flag, in words."""
     if kind == "disturbed":
-        return _disturbed_detail(v["other_cpu_cores"], v["load_avg_start"], v["load_avg_end"])
+        reason = v.get("disturbed_reason")
+        why = reason if isinstance(reason, str) and reason else v["other_cpu_cores"]
+        return _disturbed_detail(why, v["load_avg_start"], v["load_avg_end"])
     if kind == "short window":
         return f"window {compact(v['window_seconds'])} s" + _over(v["window_steps"], "steps")
-    if kind == "eval short window":
+    if kind == "eval speed not measured":
         seconds = compact(v["eval_warm_seconds"])
-        return f"warm evaluation {seconds} s" + _over(v["eval_warm_passes"], "passes")
+        over = _over(v["eval_warm_passes"], "passes")
+        return f"warm evaluation {seconds} s{over}, below the minimum: no evaluation speed"
     if kind == "no steady state":
         return (
             f"no steady state in the step times; measured from step "
@@ -357,7 +371,7 @@ def _record_warnings(runs: pd.DataFrame) -> list[dict]:
         "disturbed": fr.flag(ok, "disturbed"),
         **machine_state.masks(ok),
         "short window": fr.flag(ok, "short_window"),
-        "eval short window": fr.flag(ok, "eval_short_window"),
+        "eval speed not measured": fr.flag(ok, "eval_short_window"),
         "no steady state": steady == fr.NO_STEADY_STATE,
         "slowdown": steady == "slowdown",
     }
@@ -427,6 +441,8 @@ def warnings_table(
             if ev[kind]:
                 rows.append({"kind": kind, "workload": w, "device": d, "batch_size": pd.NA,
                              "rep": pd.NA, "detail": "; ".join(ev[kind])})  # fmt: skip
+    for row in rows:
+        row["affects_verdict"] = row["kind"] in VERDICT_KINDS
     table = fr.frame(rows, WARNING_COLUMNS)
     if table.empty:
         return table

@@ -53,6 +53,7 @@ from trainbench.analysis.stats.intervals import (
     summarize_many,
     verdict,
 )
+from trainbench.analysis.stats.machine_state import disturbance_words
 from trainbench.analysis.stats.quality import is_bimodal
 from trainbench.analysis.tables import compact, interval_text, ratio_text
 
@@ -82,7 +83,7 @@ class Side:
     ok: int = 0
     unavailable: int = 0
     failed: list[str] = field(default_factory=list)
-    disturbed: list[tuple[int, float]] = field(default_factory=list)
+    disturbed: list[tuple[int, str | float]] = field(default_factory=list)  # (rep, why)
     short: list[str] = field(default_factory=list)
     no_steady: list[int] = field(default_factory=list)
     noisy: int = 0
@@ -112,6 +113,7 @@ def build_sides(
     rep = runs["rep"].to_numpy()
     disturbed = fr.flag(runs, "disturbed").to_numpy()
     cores = fr.num(runs, "other_cpu_cores").to_numpy()
+    why = fr.text(runs, "disturbed_reason").to_numpy()
     short = fr.flag(runs, "eval_short_window" if eval_ else "short_window").to_numpy()
     seconds = fr.num(runs, "eval_warm_seconds" if eval_ else "window_seconds").to_numpy()
     steps = fr.num(runs, "eval_warm_passes" if eval_ else "window_steps").to_numpy()
@@ -128,7 +130,7 @@ def build_sides(
             ok=len(ok),
             unavailable=int((status[idx] == "unavailable").sum()),
             failed=[c or "unknown" for c in classes[idx[status[idx] == "failed"]]],
-            disturbed=[(rep[i], cores[i]) for i in ok[disturbed[ok]]],
+            disturbed=[(rep[i], why[i] or cores[i]) for i in ok[disturbed[ok]]],
             short=[_short_text(rep[i], seconds[i], steps[i], eval_) for i in ok[short[ok]]],
             no_steady=[rep[i] for i in ok[steady[ok] == fr.NO_STEADY_STATE]],
             noisy=int(noisy[ok].sum()),
@@ -153,11 +155,11 @@ def _no_ok_text(device: str, side: Side | None, quantity: str, where: str) -> st
     return f"no ok run of {device} ({'; '.join(parts)})"
 
 
-def _disturbed_text(items: list[tuple[str, int, float]]) -> str:
-    def one(device, rep, cores, verb=""):
+def _disturbed_text(items: list[tuple[str, int, str | float]]) -> str:
+    def one(device, rep, why, verb=""):
         words = f"{device} rep {_rep(rep)}{verb}"
-        if np.isfinite(cores):
-            words += f" (other processes used {compact(cores)} cores)"
+        if detail := disturbance_words(why):
+            words += f" ({detail})"
         return words
 
     if len(items) == 1:

@@ -190,7 +190,7 @@ def rapl_source(root: Path | None = None, poll_seconds: float | None = RAPL_POLL
 # ----------------------------------------------------------------------------- NVML
 
 
-def _nvml_index(device: Any) -> tuple[int, str]:
+def nvml_index(device: Any) -> tuple[int, str]:
     """The cell's GPU as NVML numbers it (CUDA_VISIBLE_DEVICES may renumber)."""
     index = int(getattr(device, "settings", {}).get("device_index", 0))
     try:
@@ -232,7 +232,7 @@ def nvml_source(device: Any) -> Source:
         nvml = importlib.import_module("pynvml")
     except ImportError as error:
         return unavailable_source(("gpu",), f"NVML not available: {error} (nvidia-ml-py)")
-    index, how = _nvml_index(device)
+    index, how = nvml_index(device)
     try:
         nvml.nvmlInit()
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
