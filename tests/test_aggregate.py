@@ -82,7 +82,11 @@ def test_tables_recomputed_independently_from_the_json(real_records):
         assert timed["seconds"] == pytest.approx(sum(flat[start:]))
         # stalls above timing.max_stall_share are left out (a record before the rule: none)
         stalls = timed.get("stalls") or {"excluded": False}
-        out = (stalls["samples"], stalls["seconds"]) if stalls["excluded"] else (0, 0.0)
+        out = (
+            (stalls["over_limit_samples"], stalls["over_limit_seconds"])
+            if stalls["excluded"]
+            else (0, 0.0)
+        )
         rate = (timed["samples"] - out[0]) / (timed["seconds"] - out[1])
         assert timed["samples_per_s"] == pytest.approx(rate)
         key = (raw["cell"]["workload"], raw["cell"]["device"], raw["cell"]["batch_size"])

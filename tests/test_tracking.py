@@ -292,7 +292,10 @@ def test_training_excludes_warmup_from_timing():
     assert result["epochs"][1]["timed_steps"] == 10
     assert timed["samples_per_s_all_steps"] == pytest.approx(timed["samples"] / timed["seconds"])
     stalls = timed["stalls"]  # stalls above timing.max_stall_share leave the published rate
-    kept = stalls["excluded"] * stalls["samples"], stalls["excluded"] * stalls["seconds"]
+    kept = (
+        stalls["excluded"] * stalls["over_limit_samples"],
+        stalls["excluded"] * stalls["over_limit_seconds"],
+    )
     published = (timed["samples"] - kept[0]) / (timed["seconds"] - kept[1])
     assert timed["samples_per_s"] == pytest.approx(published)
     for epoch in result["epochs"]:

@@ -677,8 +677,14 @@ def test_a_new_phase_is_warmed_untimed_and_trains_as_without_it(tmp_path, monkey
 def test_cpu_cell_through_the_launcher(tmp_path):
     wl = {"batch_sizes": [64], "epochs": 3, "warmup_steps": 2,
           "data": {"n_train": 1024, "n_heldout": 128}, "mining": {"faiss_threads": 1}}  # fmt: skip
+    # No extension: the timed total checked below is the epochs' regions alone (a stall
+    # on a busy machine would otherwise extend the window).
     config = tbconfig.validate_config(
-        tiny_config(devices=["cpu"], workloads={"two_tower": copy.deepcopy(wl)})
+        tiny_config(
+            devices=["cpu"],
+            workloads={"two_tower": copy.deepcopy(wl)},
+            timing={"extend_short_windows": False},
+        )
     )
     meta = tt.prepare_data(config["workloads"]["two_tower"], tmp_path / "data", config["seed"])
     assert meta["bank_size"] == 1024 + 128

@@ -60,6 +60,7 @@ from trainbench.workloads.two_tower_model import (  # noqa: F401 (the model API,
     encode_all,
 )
 from trainbench.workloads.two_tower_record import (  # noqa: F401 (also reached as two_tower.*)
+    MiningPlan,
     mining_summary,
     tower_name,
     two_tower_settings,
@@ -182,19 +183,6 @@ def prepare_data(settings: dict, out_dir: str | Path, seed: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- run
-
-
-@dataclass(frozen=True)
-class MiningPlan:
-    """What the schedule, the config and the bank make of mining: each epoch's mode,
-    ``k`` hard negatives per query among the ``candidates`` nearest documents of the
-    bank, and the ranking depth of the metrics."""
-
-    bank_size: int
-    per_epoch: list[str]
-    k: int
-    candidates: int
-    metric_depth: int
 
 
 # The work per step of each mining mode (TrainingParts.epoch_phases).

@@ -5,14 +5,11 @@ threads, the data) and the ``finish`` hook's task metrics and mining totals."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import torch
 from trainbench.workloads import two_tower_warmup as warmup
 from trainbench.workloads.common import best_epoch_metrics
-
-if TYPE_CHECKING:
-    from trainbench.workloads.two_tower import MiningPlan
 
 
 def tower_name(model_settings: dict) -> str:
@@ -37,6 +34,19 @@ DATA_FACTS = (
     "tokenizer",
 )
 MODEL_FACTS = ("rnn", "pooling", "embedding_dim", "hidden_dim", "output_dim", "embedding_init_std")
+
+
+@dataclass(frozen=True)
+class MiningPlan:
+    """What the schedule, the config and the bank make of mining: each epoch's mode,
+    ``k`` hard negatives per query among the ``candidates`` nearest documents of the
+    bank, and the ranking depth of the metrics."""
+
+    bank_size: int
+    per_epoch: list[str]
+    k: int
+    candidates: int
+    metric_depth: int
 
 
 def two_tower_settings(
