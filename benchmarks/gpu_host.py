@@ -1,0 +1,61 @@
+"""The GPU-host sweep's results file from two workflow runs and the injection benchmark.
+
+On the GPU host, twice (see benchmarks/suites/gpu-host.yaml):
+    .venv/bin/snakemake --cores 16 results/gpu-host-1/tables/runs.csv \
+        --configfile benchmarks/suites/gpu-host.yaml --config run_name=gpu-host-1
+    python benchmarks/disturbance.py --devices cpu-t1 cpu cuda --reps 2 --out D.json
+then, with the records anywhere (the analysis needs no GPU):
+    .venv/bin/snakemake --cores 2 results/gpu-host-1/report.md \
+        --configfile benchmarks/suites/gpu-host.yaml --config run_name=gpu-host-1 \
+        aggregate='{records_only: true}'
+    python benchmarks/gpu_host.py results/gpu-host-1 results/gpu-host-2 --disturbance D.json
+Writes benchmarks/results/gpu-host-<date>.json and .md (or --out). The logic is in
+scripts/trainbench/bench/gpu_host.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+
+from trainbench.bench import gpu_host as gh  # noqa: E402
+from trainbench.common.atomic_files import atomic_write_text  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="each run's results folder (1 or 2)")
+    parser.add_argument("--disturbance", type=Path, nargs="*", default=[])
+    parser.add_argument("--how", default="", help="the commands and machine, in words")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    made = dt.datetime.now(dt.UTC)
+    runs = [gh.run_summary(path) for path in args.runs]
+    injections = [json.loads(path.read_text()) for path in args.disturbance]
+    out = {
+        "made_at": made.isoformat(timespec="seconds"),
+        "how": args.how,
+        "runs": runs,
+        # two runs of the same config agree or not; with one, nothing to compare
+        "agreement": gh.agreement(runs[0], runs[1]) if len(runs) == 2 else None,
+        "injected": [e for d in injections for e in gh.injected(d)],
+        "injected_from": [
+            {"command": d.get("command"), "machine": d.get("machine"), "code": d.get("code")}
+            for d in injections
+        ],  # fmt: skip
+    }
+    path = args.out or HERE / "results" / f"gpu-host-{made:%Y-%m-%d}.json"
+    atomic_write_text(path, json.dumps(out, indent=1, default=float) + "\n")
+    atomic_write_text(path.with_suffix(".md"), gh.markdown(out))
+    print(f"wrote {path} and {path.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

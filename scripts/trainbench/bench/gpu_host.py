@@ -1,0 +1,177 @@
+"""The GPU-host sweep's results file: verdicts reached and withheld in each workflow run,
+their agreement between two runs, the injected disturbances, and the other CPU time
+measured during cells, by round of repeats.
+
+Everything is read from what the runs published (``tables/speedup.csv``,
+``tables/runs.csv``) and from ``benchmarks/disturbance.py``'s JSON; nothing is typed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+REACHED = ("faster", "slower", "no clear difference")
+
+
+def comparisons(results: Path) -> pd.DataFrame:
+    """The speedup table's comparisons (every row but the baseline's)."""
+    speed = pd.read_csv(results / "tables" / "speedup.csv")
+    return speed[speed["verdict"] != "baseline"].reset_index(drop=True)
+
+
+def _span(values: pd.Series) -> list[float] | None:
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return [round(float(v.min()), 3), round(float(v.max()), 3)] if len(v) else None
+
+
+def rounds(results: Path) -> list[dict]:
+    """Per round of repeats and backend: the other CPU time measured during ok cells,
+    on the whole machine (cores) and on the cell's own CPUs (share), and how many cells
+    were disturbed."""
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    ok = runs[runs["status"] == "ok"]
+    out = []
+    for (rep, backend), g in ok.groupby(["rep", "backend"]):
+        out.append(
+            {
+                "round": int(rep),
+                "backend": backend,
+                "cells": len(g),
+                "other_cpu_cores_machine": _span(g["other_cpu_cores"]),
+                "others_share_of_cell_cpus": _span(g.get("cell_cpu_others_share", pd.Series())),
+                "disturbed": int(g["disturbed"].fillna(False).astype(bool).sum()),
+            }
+        )
+    return out
+
+
+def run_summary(results: Path) -> dict:
+    rows = comparisons(results)
+    reached = rows["verdict"].isin(REACHED)
+    withheld = [
+        {
+            "workload": r.workload,
+            "device": r.device,
+            "batch_size": int(r.batch_size),
+            "reason": f"{r.verdict}: {r.reason}",
+        }
+        for r in rows[~reached].itertuples()
+    ]
+    return {
+        "results": str(results),
+        "comparisons": len(rows),
+        "reached": int(reached.sum()),
+        "withheld": withheld,
+        "verdicts": [
+            {
+                "workload": r.workload,
+                "device": r.device,
+                "batch_size": int(r.batch_size),
+                "verdict": r.verdict,
+                "speedup": r.speedup,
+                "interval": [r.speedup_low, r.speedup_high],
+            }
+            for r in rows.itertuples()
+        ],
+        "rounds": rounds(results),
+    }
+
+
+def agreement(first: Mapping, second: Mapping) -> dict:
+    """Same verdicts, and the largest difference of two medians as a fraction of the
+    smaller (max ÷ min − 1), over the comparisons both runs have."""
+    key = ("workload", "device", "batch_size")
+    a = {tuple(v[k] for k in key): v for v in first["verdicts"]}
+    b = {tuple(v[k] for k in key): v for v in second["verdicts"]}
+    both = sorted(set(a) & set(b))
+    differing = [list(k) for k in both if a[k]["verdict"] != b[k]["verdict"]]
+    gaps = []
+    for k in both:
+        x, y = a[k]["speedup"], b[k]["speedup"]
+        if x and y and x > 0 and y > 0:
+            gaps.append((max(x, y) / min(x, y) - 1, list(k)))
+    worst = max(gaps) if gaps else (None, None)
+    return {
+        "compared": len(both),
+        "only_in_one": [list(k) for k in sorted(set(a) ^ set(b))],
+        "same_verdicts": not differing and set(a) == set(b),
+        "differing_verdicts": differing,
+        "max_median_difference": None if worst[0] is None else round(worst[0], 4),
+        "max_median_difference_at": worst[1],
+    }
+
+
+def injected(disturbance: Mapping) -> list[dict]:
+    """One entry per disturbance kind and device (the quiet condition included)."""
+    return [
+        {"kind": condition, "device": device, "cells": e["cells"], "flagged": e.get("flagged", 0)}
+        for condition, devices in disturbance["summary"].items()
+        for device, e in devices.items()
+    ]
+
+
+def markdown(out: Mapping) -> str:
+    lines = [f"# GPU-host sweep: {out['made_at']}", "", out["how"], ""]
+    for i, run in enumerate(out["runs"], 1):
+        lines.append(
+            f"- run {i} (`{run['results']}`): {run['reached']} of {run['comparisons']} "
+            f"comparisons reached a verdict; withheld: "
+            + (
+                "; ".join(
+                    f"{w['workload']} {w['device']} bs {w['batch_size']} ({w['reason']})"
+                    for w in run["withheld"]
+                )
+                or "none"
+            )  # fmt: skip
+        )
+    ag = out["agreement"]
+    if ag is None:
+        lines.append("- agreement: one run only, nothing to compare")
+    elif ag["max_median_difference"] is not None:
+        lines.append(
+            f"- agreement: same verdicts {ag['same_verdicts']}; largest difference of two "
+            f"speedup medians {ag['max_median_difference']:.1%} "
+            f"({ag['max_median_difference_at']})"
+        )
+    else:
+        lines.append(f"- agreement: same verdicts {ag['same_verdicts']}")
+    lines += ["", "| workload | device | bs | run 1 | run 2 |", "|---|---|---|---|---|"]
+    later = out["runs"][1]["verdicts"] if len(out["runs"]) > 1 else []
+    second = {(v["workload"], v["device"], v["batch_size"]): v for v in later}
+    for v in out["runs"][0]["verdicts"]:
+        w = second.get((v["workload"], v["device"], v["batch_size"]), {})
+        lines.append(
+            f"| {v['workload']} | {v['device']} | {v['batch_size']} | {_verdict(v)} | "
+            f"{_verdict(w) if w else '–'} |"
+        )
+    lines += ["", "| injected | device | cells | flagged |", "|---|---|---|---|"]
+    lines += [f"| {e['kind']} | {e['device']} | {e['cells']} | {e['flagged']} |"
+              for e in out["injected"]]  # fmt: skip
+    lines += ["", "Other CPU time during cells, by round of repeats:", "",
+              "| run | round | backend | cells | other cores (machine) | others' share of the "
+              "cell's CPUs | disturbed |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for i, run in enumerate(out["runs"], 1):
+        for r in run["rounds"]:
+            lines.append(
+                f"| {i} | {r['round']} | {r['backend']} | {r['cells']} | "
+                f"{_range(r['other_cpu_cores_machine'])} | "
+                f"{_range(r['others_share_of_cell_cpus'], percent=True)} | {r['disturbed']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _verdict(v: Mapping) -> str:
+    if not v.get("speedup"):
+        return v.get("verdict", "")
+    low, high = v["interval"]
+    return f"{v['verdict']} {v['speedup']:.3g}× ({low:.3g}–{high:.3g})"
+
+
+def _range(span: Sequence[float] | None, percent: bool = False) -> str:
+    if not span:
+        return "–"
+    fmt = (lambda x: f"{x:.1%}") if percent else (lambda x: f"{x:.2f}")
+    return f"{fmt(span[0])}–{fmt(span[1])}"
