@@ -311,8 +311,10 @@ def test_ok_training_record(tmp_path, cnn_data, start):
     assert result["timed"]["samples_per_s_all_steps"] == pytest.approx(
         result["timed"]["samples"] / result["timed"]["seconds"]
     )
-    stalls = result["timed"]["stalls"]  # left out of samples_per_s above max_stall_share
-    assert stalls["excluded"] == (stalls["share"] > stalls["max_share"])
+    # A stall is judged alone: the largest one above max_stall_share is left out of
+    # samples_per_s (several small ones together may exceed the share and stay in).
+    stalls = result["timed"]["stalls"]
+    assert stalls["excluded"] == (stalls["largest_share"] > stalls["max_share"])
     if not stalls["excluded"]:
         assert result["timed"]["samples_per_s"] == result["timed"]["samples_per_s_all_steps"]
     assert result["settings"]["warmup_steps"] == WARMUP_STEPS
