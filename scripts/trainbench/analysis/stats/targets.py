@@ -135,7 +135,7 @@ def _not_finite(g: pd.DataFrame, values: pd.Series, metric: str) -> int:
     return int(named.sum()) + int(np.isinf(values.to_numpy(dtype=float)).sum())
 
 
-def _repeat_outcomes(quality: pd.DataFrame, target: dict) -> pd.DataFrame:
+def repeat_outcomes(quality: pd.DataFrame, target: dict) -> pd.DataFrame:
     """One row per record: reached, time (inf where censored), censored_after (its
     training seconds) and censored_epochs (its epochs), wall, samples, steps, joules;
     evaluations and not_finite (those whose metric was not finite)."""
@@ -278,7 +278,7 @@ class _Cells:
         self.curve = quality[quality["workload"] == workload] if not quality.empty else quality
         known = target is not None and target["higher_is_better"] is not None
         usable = known and not self.curve.empty
-        self.outcomes = _repeat_outcomes(self.curve, target) if usable else pd.DataFrame()
+        self.outcomes = repeat_outcomes(self.curve, target) if usable else pd.DataFrame()
         outcomes = self.outcomes
         self.has_metric = bool(outcomes["has_metric"].any()) if not outcomes.empty else False
         self.evaluations = int(outcomes["evaluations"].sum()) if not outcomes.empty else 0
