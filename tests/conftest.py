@@ -97,7 +97,9 @@ def repo_root() -> Path:
 
 @pytest.fixture
 def shared_data() -> Path:
-    """The shared data folder next to the repository (/work/shared/data)."""
+    """The development checkout's data folder, ``../shared/data`` beside the repository
+    (real data sets, e.g. goemotions/original); a plain clone has none, and the tests
+    that need it skip."""
     path = REPO_ROOT.parent / "shared" / "data"
     if not path.is_dir():
         pytest.skip(f"shared data folder {path} is absent (tests needing real data sets skip)")

@@ -485,8 +485,10 @@ def build(ctx):
     def evaluate(model, loader, ctx):
         if broken == "no_metrics":
             return {"samples": 64}
-        if broken == "outputs_differ":  # one more output in the float64 reference
-            extra = {"probe": torch.zeros(3)} if torch.get_default_dtype() == torch.float64 else {}
+        if broken in ("outputs_differ", "outputs_without_score", "score_returns_a_list"):
+            # outputs_differ: one more output in the float64 reference
+            float64 = torch.get_default_dtype() == torch.float64 and broken == "outputs_differ"
+            extra = {"probe": torch.zeros(3)} if float64 else {}
             logits = torch.cat([model(b["x"].to(ctx.torch_device)) for b in loader])
             return {"outputs": {"logits": logits, **extra}, "samples": 64}
         b = [{k: v.to(ctx.torch_device) for k, v in b.items()} for b in loader]
@@ -510,6 +512,10 @@ def build(ctx):
         parts["loss_fn"] = lambda model, b: nn.functional.cross_entropy(model(b["x"]), b["y"])
     if broken == "outputs_differ":
         parts["score"] = lambda outputs: {"accuracy": 0.5}
+    if broken == "metrics_and_score":  # evaluate returns metrics: score would get None
+        parts["score"] = lambda outputs: {"accuracy": float(outputs["logits"].mean())}
+    if broken == "score_returns_a_list":
+        parts["score"] = lambda outputs: [0.5]
     if broken == "a_dict":
         return parts
     if broken == "model_is_a_function":
@@ -524,7 +530,14 @@ BROKEN = {
     "a_dict": (BAD, "returned a builtins.dict, not trainbench.TrainingParts", "Fix:"),
     "model_is_a_function": (BAD, "TrainingParts whose model is", "not a torch.nn.Module"),
     "loader_is_a_number": (BAD, "whose train_loader is a builtins.int", "iterable of batches"),
-    "no_metrics": (BAD, "evaluate returned no metric 'accuracy'", "Fix:"),
+    "no_metrics": (BAD, "returned neither 'metrics' nor 'outputs'", "no metric 'accuracy'",
+                   "has two forms", "Fix:"),
+    "metrics_and_score": (BAD, "returned metrics (a dict with keys ['metrics', 'samples']) "
+                          "while TrainingParts has a score function", "has two forms",
+                          "Fix: drop score=..."),
+    "outputs_without_score": (BAD, "returned outputs", "has no score function", "Fix: pass score"),
+    "score_returns_a_list": (BAD, "the metrics score(outputs) returned are a builtins.list",
+                             "has two forms", "Fix:"),
     "tiny_data": (BAD, "`workloads.mine.batch_sizes` has 16", "holds 8 samples", "one full batch"),
     "bare_loss": (BAD, "loss_fn(model, batch) returned a torch.Tensor", "not (loss, stats)"),
     "outputs_differ": (BAD, "evaluate(model, loader, ctx) returned outputs of another structure",
@@ -559,6 +572,8 @@ def test_an_own_model_that_breaks_the_contract_fails_under_a_named_class(tmp_pat
     assert "broken_model:build" in error["message"] or broken == "tiny_data", error["message"]
     for fragment in fragments:
         assert fragment in error["message"], (fragment, error["message"])
+    if broken != "tiny_data":  # the contract is named, with where to read it
+        assert "the contract: docs/configuration.md" in error["message"], error["message"]
     if broken == "build_raises":  # the user's line, in the log and the record's traceback
         line = 'hidden = ctx.workload_settings["settings"]["hidden"]'
         assert "broken_model.py" in error["traceback"] and line in error["traceback"]

@@ -11,6 +11,12 @@ import pandas as pd
 from trainbench.workloads.textdata.dataset import CONFIG_KEY, TextDataset
 
 GOEMOTIONS_SPLITS = ("train", "dev", "test")
+# What the path must name, in every message that asks for it: the user's own copy.
+GOEMOTIONS_FOLDER = (
+    "the folder where you keep your copy of GoEmotions, the one holding labels.txt (one "
+    "label name per line, in id order) and train.tsv, dev.tsv (text, comma-separated label "
+    "ids, comment id); a relative path counts from the working directory the workflow runs in"
+)
 
 
 def load_goemotions(folder: str | Path, split: str) -> TextDataset:
@@ -28,8 +34,8 @@ def load_goemotions(folder: str | Path, split: str) -> TextDataset:
         if subs:
             hint = f" (it has label sets {subs}: point at one of them, e.g. {folder / subs[0]})"
         raise FileNotFoundError(
-            f"{folder}: no labels.txt and {split}.tsv; point {CONFIG_KEY}.path at a GoEmotions "
-            f"folder such as /work/shared/data/goemotions/original{hint}"
+            f"{folder}: no labels.txt and {split}.tsv{hint}; point {CONFIG_KEY}.path at "
+            f"{GOEMOTIONS_FOLDER}"
         )
     label_names = [line.strip() for line in labels_file.read_text().splitlines() if line.strip()]
     frame = pd.read_csv(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 from trainbench.workloads.textdata.dataset import CONFIG_KEY, TextDataset
-from trainbench.workloads.textdata.files import load_goemotions, load_table
+from trainbench.workloads.textdata.files import GOEMOTIONS_FOLDER, load_goemotions, load_table
 from trainbench.workloads.textdata.proposals import generate_proposals
 
 # Proposals' dev split is generated from a derived seed so it shares no document with train.
@@ -93,9 +93,7 @@ def load_splits(data: dict, seed: int) -> dict[str, TextDataset]:
             "dev": generate_proposals(n_dev, seed + DEV_SEED_OFFSET, freqs),
         }
     if source == "goemotions":
-        folder = _required_path(
-            data, "path", "the GoEmotions folder, e.g. /work/shared/data/goemotions/original"
-        )
+        folder = _required_path(data, "path", GOEMOTIONS_FOLDER)
         train, dev = load_goemotions(folder, "train"), load_goemotions(folder, "dev")
     elif source == "table":
         train, dev = _table_splits(data, seed)
