@@ -141,8 +141,23 @@ def build() -> Path:
     return target
 
 
+def check_torch() -> None:
+    """Refuse a torch without ``torch.accelerator`` (feature detection, not a version
+    number): the emulator stands in for that API (:mod:`.api`) and its shim overrides
+    the accelerator hooks it comes with; on an older torch (2.5) the shim would fail
+    to compile with a page of C++ errors instead."""
+    if getattr(torch, "accelerator", None) is None:
+        raise EmulatorUnavailable(
+            f"this torch ({torch.__version__}) has no torch.accelerator, the API the MPS "
+            "emulator stands in for (its C++ shim overrides the accelerator hooks that "
+            "come with it). Fix: run the emulator under the torch pyproject.toml pins "
+            "(make setup), not an older one."
+        )
+
+
 def register() -> str:
     """Register the guard and hooks in this process; how the device came to be."""
+    check_torch()
     if torch.backends.mps.is_built():
         return "this torch's own MPS guard (built with MPS)"
     path = build()
