@@ -18,8 +18,11 @@ try:
         skip_invalid=snakemake.params.skip_invalid,
         own=snakemake.input.records,
         references=snakemake.input.references,
+        include_results=snakemake.params.include_results,
     )
 except RecordError as error:  # one line naming the file and the fix, no traceback
     logging.error("%s", error)
     sys.exit(f"trainbench: {error}")
 logging.info("aggregated %d records, skipped %d", len(paths), len(tables["skipped"]))
+for note in tables["duplicates"].to_dict("records"):
+    logging.info("%s: %s (%s)", note["kind"], note["identity"], note["dropped"])

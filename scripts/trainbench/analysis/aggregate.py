@@ -2,7 +2,10 @@
 files, one row per record (``runs``), per record and epoch (``epochs``), per record
 and label (``per_label_runs``), per record and matrix size (``matmul``), per record and
 evaluation pass (``quality``, :mod:`.quality_rows`), and one row
-per machine/software setup (``environments``). Nothing here is a statistic: the
+per machine/software setup (``environments``). Merged results folders are read with
+each record counted once (:mod:`.record_identity`: ``duplicates``) and kept apart by
+hardware (:mod:`.hardware`), software (:mod:`.software`: ``software``) and setup
+(:mod:`.setups`: ``setups``). Nothing here is a statistic: the
 statistics layer (:mod:`trainbench.analysis.stats`) computes every published number from
 these tables. docs/statistics.md lists the columns."""
 
@@ -12,12 +15,18 @@ import os
 from collections.abc import Iterable, Mapping
 
 import pandas as pd
-from trainbench.analysis.hardware import label_machines
+from trainbench.analysis.hardware import label_machines, machine_devices
 from trainbench.analysis.loss_tables import loss_tables, read_references
 from trainbench.analysis.quality_rows import quality_rows
+from trainbench.analysis.record_identity import (
+    DUPLICATE_COLUMNS,
+    count_once,
+    results_folders,
+)
 from trainbench.analysis.record_view import RecordView, view_record
 from trainbench.analysis.run_rows import RUN_COLUMNS, joined, run_row, viewed
 from trainbench.analysis.setups import label_setups
+from trainbench.analysis.software import NOTE_COLUMNS, software_labels
 from trainbench.common.records import RecordError, atomic_write_text, read_record
 
 SETUP_COLUMNS = ["workload", "setups", "split_into", "reason"]
@@ -181,10 +190,21 @@ def _pool_environments(env: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_tables(
-    records: list[tuple[str, dict]], own: set[str] | None = None
+    records: list[tuple[str, dict]],
+    own: set[str] | None = None,
+    folders: Mapping[str, str] | None = None,
+    duplicates: list[dict] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The record tables of ``records``; ``own``: the paths of this run's own records
-    (the rest came from aggregate.include_results)."""
+    (the rest came from aggregate.include_results); ``folders``: each record's results
+    folder ("" own; :func:`.record_identity.results_folders` when not given);
+    ``duplicates``: the notes of records already counted once
+    (:func:`.record_identity.count_once`; None: they are counted here)."""
+    if duplicates is None:
+        counted = count_once(records, own)
+        records, duplicates = counted.records, counted.notes
+    if folders is None:
+        folders = results_folders([src for src, _ in records], own)
     views = [(src, view_record(r)) for src, r in records]  # each record viewed once
     runs = pd.DataFrame([run_row(r, src) for src, r in views], columns=RUN_COLUMNS)
     matmul = pd.DataFrame([row for src, r in views for row in matmul_rows(r, src)])
@@ -200,9 +220,13 @@ def build_tables(
         "quality": quality,
         "environments": _environments(views),
     }
-    label_machines(tables, records)
+    runs["results_folder"] = runs["record"].map(folders).fillna("")
+    software, software_notes = software_labels(records, machine_devices(records), folders)
+    label_machines(tables, records, software)
     notes = label_setups(tables, records, own)
     tables["setups"] = pd.DataFrame(notes, columns=SETUP_COLUMNS)
+    tables["software"] = pd.DataFrame(software_notes, columns=NOTE_COLUMNS)
+    tables["duplicates"] = pd.DataFrame(duplicates, columns=DUPLICATE_COLUMNS)
     tables["environments"] = _pool_environments(tables["environments"])
     return tables
 
@@ -213,11 +237,17 @@ def write_tables(
     skip_invalid: bool = False,
     own: Iterable[str] | None = None,
     references: Iterable[str] = (),
+    include_results: Iterable[str] = (),
 ) -> dict[str, pd.DataFrame]:
-    """Read the records (and the float64 references' records) and write every record
-    table named in ``outputs``."""
+    """Read the records (and the float64 references' records), count each once, and
+    write every record table named in ``outputs``; ``include_results``: the included
+    folders as configured (they name the records' ``results_folder``)."""
     records, skipped = load_records(record_paths, skip_invalid)
-    tables = build_tables(records, {str(p) for p in own} if own is not None else None)
+    own_paths = {str(p) for p in own} if own is not None else None
+    counted = count_once(records, own_paths)
+    records = counted.records
+    folders = results_folders([src for src, _ in records], own_paths, include_results)
+    tables = build_tables(records, own_paths, folders, counted.notes)
     tables["skipped"] = pd.DataFrame(skipped, columns=["record", "reason"])
     tables.update(loss_tables(records, read_references(references)))
     for name, frame in tables.items():

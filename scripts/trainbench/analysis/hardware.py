@@ -83,12 +83,15 @@ def records_hardware(records: list[tuple[str, dict]]) -> dict[str, Hardware]:
     return found
 
 
-def hardware_labels(records: list[tuple[str, dict]]) -> tuple[dict[str, str], bool]:
+def hardware_labels(
+    records: list[tuple[str, dict]], hardware: Mapping[str, Hardware] | None = None
+) -> tuple[dict[str, str], bool]:
     """Each record's hardware label, and whether devices must carry it: true when some
     device ran on more than one kind of hardware. A device's labels use as few parts
     as keep its kinds apart ("NVIDIA H100 80GB HBM3"; "Intel Xeon Gold 6148, 40 cores"
-    only where two kinds share a CPU model)."""
-    hardware = records_hardware(records)
+    only where two kinds share a CPU model). ``hardware``: :func:`records_hardware`,
+    where already found."""
+    hardware = records_hardware(records) if hardware is None else hardware
     by_device: dict[str, set[Hardware]] = {}
     cuda: dict[str, bool] = {}
     for src, r in records:
@@ -110,15 +113,48 @@ def hardware_labels(records: list[tuple[str, dict]]) -> tuple[dict[str, str], bo
     return per_record, any(len(kinds) > 1 for kinds in by_device.values())
 
 
-def label_machines(tables: dict[str, pd.DataFrame], records: list[tuple[str, dict]]) -> None:
-    """Every table row gets its record's ``hardware``. When some device ran on more
-    than one kind of hardware (merged results folders, a cluster's node types), every
-    device becomes ``device@hardware``, so different hardware is never averaged
-    together while identical nodes pool."""
-    labels, split = hardware_labels(records)
+def machine_devices(
+    records: list[tuple[str, dict]], hardware: Mapping[str, Hardware] | None = None
+) -> dict[str, str]:
+    """Each record's device on its machine, the thing a comparison holds fixed: the
+    cell's device, ``device@hardware`` where some device ran on several kinds of hardware."""
+    labels, split = hardware_labels(records, hardware)
+    return {
+        src: f"{r['cell']['device']}@{labels[src]}" if split else str(r["cell"]["device"])
+        for src, r in records
+    }
+
+
+def label_machines(
+    tables: dict[str, pd.DataFrame],
+    records: list[tuple[str, dict]],
+    software: Mapping[str, str] | None = None,
+) -> None:
+    """Every table row gets its record's ``hardware`` and ``software`` (``software``:
+    each record's software label, trainbench.analysis.software; empty: nothing splits).
+    When some device ran on more than one kind of hardware (merged results folders, a
+    cluster's node types), every device becomes ``device@hardware``, so different
+    hardware is never averaged together while identical nodes pool. When records split
+    by software, every device becomes ``device@hardware · software`` (the hardware's
+    short readable name where the hardware did not split). Tables with a device also get
+    ``machine_device``: the device label without its software part."""
+    hardware = records_hardware(records)
+    labels, split = hardware_labels(records, hardware)
+    software = {src: software.get(src) or "" for src, _ in records} if software else {}
+    by_software = any(software.values())
+    names = labels
+    if by_software and not split:
+        names = {src: hardware[src].parts(_is_cuda(r))[0] for src, r in records}
     for frame in tables.values():
         if frame.empty or "record" not in frame.columns:
             continue
         frame["hardware"] = frame["record"].map(labels)
-        if split and "device" in frame.columns:
-            frame["device"] = frame["device"].astype(str) + "@" + frame["hardware"].astype(str)
+        frame["software"] = frame["record"].map(software).fillna("") if software else ""
+        if "device" not in frame.columns:
+            continue
+        machine = frame["device"].astype(str)
+        if split or by_software:
+            machine = machine + "@" + frame["record"].map(names).astype(str)
+        frame["machine_device"] = machine
+        parts = frame["software"].astype(str)
+        frame["device"] = machine.where(parts == "", machine + " · " + parts)

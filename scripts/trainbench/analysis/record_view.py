@@ -80,6 +80,21 @@ class Environment:
     slurm_job_id: str | int | None = None
     config_hash: str | None = None
     run_seed: int | None = None
+    # Variables that change how torch behaves, as the cell's child had them (None: not recorded).
+    behaviour_variables: Mapping[str, str] | None = None
+
+    @property
+    def behaviour(self) -> str | None:
+        """The measuring code's behaviour digest (``code.behaviour``, 12 hex characters,
+        trainbench.common.code_identity.behaviour_digest); None in records made before it."""
+        value = self.code.get("behaviour") if isinstance(self.code, Mapping) else None
+        return str(value) if value else None
+
+    @property
+    def source_sha256(self) -> str | None:
+        """The SHA-256 of the code's source files (``code.source_sha256``), where recorded."""
+        value = self.code.get("source_sha256") if isinstance(self.code, Mapping) else None
+        return str(value) if value else None
 
     @property
     def code_label(self) -> str | None:

@@ -49,6 +49,16 @@ EVAL_PARITY_COLUMNS = [
     "eval_parity_reference", "eval_parity_seconds", "eval_parity_floor_seconds",
     "eval_parity_message",
 ]  # fmt: skip
+# What decides speed besides the hardware, and where the record came from (merged results,
+# trainbench.analysis.software): torch (version string), measurement_code (the measuring
+# code's 12-character behaviour digest; empty in older records), software (the part of the
+# device label that splits records of one machine's device by software, "torch 2.5.1";
+# empty when nothing splits), machine_device (the device label without that part: what a
+# comparison holds fixed), results_folder ("" for this run's own records, else the
+# included folder as configured), started_unix (the first attempt's start).
+SOFTWARE_COLUMNS = [
+    "torch", "measurement_code", "software", "machine_device", "results_folder", "started_unix",
+]  # fmt: skip
 RUN_COLUMNS = [
     "workload", "device", "device_label", "backend", "batch_size", "rep", "status",
     "error_class", "error_message", "reason", "attempts", "failed_attempts",
@@ -76,7 +86,7 @@ RUN_COLUMNS = [
     "learning_rate", "max_length", "optimizer", "micro_f1", "macro_f1", "mining_seconds",
     "host", "cpu_model", "device_name", "slurm_job_id", "torch_version", "git_commit", "code", "config_hash",
     "run_seed", *WALL_COLUMNS, *BREAKDOWN_COLUMNS, *EVAL_PARITY_COLUMNS,
-    "record",
+    *SOFTWARE_COLUMNS, "record",
 ]  # fmt: skip
 
 
@@ -391,6 +401,9 @@ def run_row(record: Mapping | RecordView, source: str) -> dict:
         "code": env.code_label,
         "config_hash": env.config_hash,
         "run_seed": env.run_seed,
+        "torch": env.torch_version,
+        "measurement_code": env.behaviour,
+        "started_unix": (r.attempts[0].get("started_unix") if r.attempts else None),
         **_wall_facts(r.wall_time),
         **_start_facts(r.attempts),
         **(_breakdown_facts(result.step_breakdown) if result.is_training else {}),

@@ -4,13 +4,18 @@ source that ran, and the git commit with a dirty flag where the tree has a ``.gi
 A copy of the project without ``.git`` (``git archive``, or the tree the offline path
 carries to a GPU host) is still named: by its version and the SHA-256 of its source
 files (:func:`source_fingerprint`), which is the same for two copies of one commit and
-differs as soon as one byte of the code differs."""
+differs as soon as one byte of the code differs. Beside it, ``behaviour``: a digest of
+what the **measurement code** does (:func:`trainbench.common.behaviour.behaviour_digest`),
+the same for two sources that differ only in analysis code, comments or moves; records
+of different behaviour are never averaged together (trainbench.analysis.software)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from pathlib import Path
+
+from trainbench.common.behaviour import behaviour_digest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DISTRIBUTION = "trainbench-workflow"  # imported as `trainbench`
@@ -67,7 +72,8 @@ def source_fingerprint(root: Path = PROJECT_ROOT) -> str:
 
 
 def code_identity(commit: str = "unknown", root: Path = PROJECT_ROOT) -> dict:
-    """``{"version", "source_sha256", "git_commit", "dirty", "label"}``; ``commit`` is
+    """``{"version", "source_sha256", "behaviour", "git_commit", "dirty", "label"}``;
+    ``behaviour`` is :func:`trainbench.common.behaviour.behaviour_digest`; ``commit`` is
     what :func:`trainbench.launch.environment.git_commit` found (``-dirty`` appended when
     tracked files changed; ``unknown`` without git): ``git_commit`` and ``dirty`` are
     then None."""
@@ -77,6 +83,7 @@ def code_identity(commit: str = "unknown", root: Path = PROJECT_ROOT) -> dict:
     return {
         "version": version,
         "source_sha256": source,
+        "behaviour": behaviour_digest(root, source),
         "git_commit": head,
         "dirty": dirty,
         "label": code_label(version, source, head, dirty),

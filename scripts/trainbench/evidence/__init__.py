@@ -30,60 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from trainbench.common.behaviour import ANALYSIS_ONLY, MEASUREMENT_CODE
 from trainbench.common.records import atomic_write_json
 from trainbench.evidence import behaviour
 
 EVIDENCE_FILE = "EVIDENCE.json"
 RECORDS_ARCHIVE = "records.tgz"
-# Code that measures: the package, the entry scripts cells and data sets run through,
-# the workflow rules that set a cell's threads and slots, the default config and the
-# schema's defaults. Benchmarks are measurement code of their own results.
-MEASUREMENT_CODE = (
-    "scripts/trainbench/**/*.py",
-    "scripts/trainbench/config/schemas/config.schema.yaml",
-    "scripts/run_cell.py",
-    "scripts/run_reference.py",
-    "scripts/prepare_data.py",
-    "Snakefile",
-    "rules/common.smk",
-    "rules/data.smk",
-    "rules/run.smk",
-    "profiles/default/config.yaml",
-    "benchmarks/throughput.py",
-    "benchmarks/canary_cost.py",
-)
-# Files under those patterns that only read records (tables, statistics, figures,
-# reports), check configs before any job, or package evidence: changing them never
-# changes a measurement, and ``render`` remakes their output from the records. The
-# parity-power study (bench/parity_*) is a CPU benchmark no evidence folder holds.
-ANALYSIS_ONLY = (
-    "scripts/trainbench/analysis/stats/*",
-    "scripts/trainbench/analysis/figures/*",
-    "scripts/trainbench/analysis/aggregate.py",
-    "scripts/trainbench/analysis/loss_tables.py",
-    "scripts/trainbench/analysis/record_view.py",
-    "scripts/trainbench/analysis/setups.py",
-    "scripts/trainbench/analysis/hardware.py",
-    "scripts/trainbench/analysis/report.py",
-    "scripts/trainbench/analysis/report_tables.py",
-    "scripts/trainbench/analysis/html.py",
-    "scripts/trainbench/analysis/tables.py",
-    "scripts/trainbench/analysis/published.py",
-    "scripts/trainbench/analysis/console.py",
-    "scripts/trainbench/config/checks.py",
-    "scripts/trainbench/config/files.py",
-    "scripts/trainbench/config/entry_check.py",
-    "scripts/trainbench/launch/rerun.py",
-    "scripts/trainbench/launch/recover.py",
-    "scripts/trainbench/evidence/*",  # packaging and checking (run: its command is recorded)
-    "scripts/trainbench/offline/*",
-    "scripts/trainbench/bench/parity_*",
-    "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
-    # The MPS emulator and make mps-ready: installed only in a cell whose spec asks for
-    # it (a readiness check, never a measurement; no evidence folder holds one).
-    "scripts/trainbench/measure/mps_emulator/*",
-    "scripts/trainbench/launch/readiness.py",
-)
+# Code that measures and code that only reads records: trainbench.common.code_identity,
+# where every record's behaviour digest is taken from the same lists.
 # What a rendered run keeps besides its records (paths relative to the results folder).
 RENDERED = ("report.md", "reports/*.md", "tables/*.csv", "tables/*.md", "figures/*.png")
 RECORD_PATTERNS = (
