@@ -7,7 +7,8 @@
 # test-browser (the HTML reports in a headless Chromium), make test-cluster (a real
 # single-node Slurm: installs and starts daemons, root only), make test-mps-emulated
 # (whole cells on the MPS emulator), make mps-ready CONFIG=... (would it run on Apple's
-# GPU?), make lint, make rerun-failed.
+# GPU?), make lint, make rerun-failed, make redraw FOLDERS=... (the tables, figures and
+# reports of results folders again, running no cell).
 # A machine without network: make wheelhouse where the network is, then make
 # offline-setup there (docs/offline-install.md).
 PYTHON ?= python3
@@ -24,7 +25,7 @@ SNAKEMAKE_ARGS ?=
 # The offline install's folder of wheels (git-ignored).
 WHEELHOUSE ?= .whl
 
-.PHONY: setup report test test-durations test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check evidence-verify \
+.PHONY: setup report redraw test test-durations test-isa test-slow test-browser test-cluster lint clean rerun-failed gpu-evidence evidence-check evidence-verify \
 	wheelhouse offline-setup test-mps-emulated mps-ready mac-selftest FORCE
 
 # $(VENV) itself, checked before every target that uses it (scripts/venv_python.py, run
@@ -188,6 +189,18 @@ wheelhouse:
 offline-setup:
 	$(PYTHON) scripts/offline_install.py install --wheelhouse $(WHEELHOUSE) --venv $(VENV) \
 		$(if $(ALLOW_TORCH),--allow-torch) $(if $(RECREATE),--recreate)
+
+# Redraw results folders already made, running no cell: their records' tables, figures
+# (PNG and figures/paper/) and reports made again with this checkout's code, into
+# results/$(NAME)/ (a records-only run through aggregate.include_results). FOLDERS="results/old
+# path/to/mac/results"; NAME=redraw (default); COMPARE=folder|software (aggregate.compare.by);
+# CONFIG=the runs' config files (their workloads, targets, baseline); FORCE_REDRAW=1 draws
+# every figure and report again though up to date (the same bytes). scripts/redraw.py.
+NAME ?= redraw
+redraw: $(RUNTIME)
+	$(BIN)/python scripts/redraw.py --name "$(NAME)" $(if $(COMPARE),--compare $(COMPARE)) \
+		$(foreach c,$(CONFIG),--configfile $(c)) $(if $(FORCE_REDRAW),--force) \
+		$(if $(SNAKEMAKE_ARGS),--snakemake "$(SNAKEMAKE_ARGS)") $(FOLDERS)
 
 # Rerun exactly the failed cells (all devices, or DEVICE=mps; INCLUDE_UNAVAILABLE=1 adds
 # the unavailable ones) and rebuild what depends on them; cells no longer in the

@@ -40,6 +40,7 @@ rule all:
     default_target: True
     input:
         f"{RESULTS}/report.md",
+        PAPER_FIGURES,
 
 
 # On a cluster (profiles/slurm) only cells and data sets are Slurm jobs; every other

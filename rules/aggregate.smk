@@ -3,7 +3,7 @@ rule aggregate:
     input:
         records=all_records,
         included=included_records(),
-        references=reference_paths,
+        references=aggregated_references,
         code=package_code(
             "analysis/aggregate.py",
             "analysis/run_rows.py",
@@ -11,6 +11,8 @@ rule aggregate:
             "analysis/hardware.py",
             "common/records.py",
             "analysis/setups.py",
+            "analysis/software.py",
+            "analysis/record_identity.py",
             "analysis/loss_tables.py",
             "analysis/quality_rows.py",
             "common/vocabulary.py",
@@ -24,6 +26,8 @@ rule aggregate:
         environments=f"{RESULTS}/tables/environments.csv",
         skipped=f"{RESULTS}/tables/skipped.csv",
         setups=f"{RESULTS}/tables/setups.csv",
+        software=f"{RESULTS}/tables/software.csv",
+        duplicates=f"{RESULTS}/tables/duplicates.csv",
         references=f"{RESULTS}/tables/references.csv",
         step_losses=f"{RESULTS}/tables/step_losses.csv",
     log:
@@ -32,6 +36,7 @@ rule aggregate:
         "../envs/trainbench.yaml"
     params:
         skip_invalid=config["aggregate"]["skip_invalid_records"],
+        include_results=config["aggregate"]["include_results"],
     script:
         "../scripts/aggregate.py"
 
@@ -77,5 +82,6 @@ rule statistics:
         parity=config["report"]["parity"],
         step_breakdown=config["report"]["step_breakdown"],
         targets=TARGETS,
+        compare=config["aggregate"]["compare"],
     script:
         "../scripts/compute_statistics.py"

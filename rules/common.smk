@@ -65,6 +65,14 @@ CONFIG_FILES = ["config.yaml"] + [
 
 # aggregate.records_only: tables, figures and reports from the records already here.
 RECORDS_ONLY = bool(config["aggregate"]["records_only"])
+# report.figures.vector: every figure family again at a paper size, as PDF or SVG
+# (rule paper_figures), or none.
+PAPER_FORMAT = config["report"]["figures"]["vector"]
+PAPER_FIGURES = (
+    []
+    if PAPER_FORMAT == "none"
+    else [f"{RESULTS}/figures/paper/{name}.{PAPER_FORMAT}" for name in FIGURE_NAMES]
+)
 CELLS = tbconfig.expand_matrix(config)  # every cell's first `repeats.min` repeats
 WORKLOADS = tbconfig.enabled_workloads(config)
 # Training workloads get a verification report of their own (seed-000 form).
@@ -314,13 +322,33 @@ def cluster_runtime(wildcards):
 
 
 def included_records():
-    """Records of other machines' results folders (aggregate.include_results)."""
+    """Records of other machines' results folders (aggregate.include_results). A folder
+    listed twice, or this run's own, lists its files again: rule aggregate counts each
+    record once (trainbench.analysis.record_identity)."""
     found = []
     for folder in config["aggregate"]["include_results"]:
         found += sorted(
             str(p) for p in Path(folder).glob("runs/*/*/bs*/rep*/metrics.json")
         )
     return found
+
+
+def included_references():
+    """The float64 references of the included results folders, so parity's loss-drift
+    check of a merge or a redraw has the yardstick the folder's own report had. Listed
+    before this run's own (reference_paths): where both hold one for a workload, batch
+    size and run seed, parity reads this run's (the last read wins)."""
+    found = []
+    for folder in config["aggregate"]["include_results"]:
+        found += sorted(
+            str(p) for p in Path(folder).glob("references/*/bs*/rep*/reference.json")
+        )
+    return found
+
+
+def aggregated_references(wildcards=None):
+    """Every reference aggregation reads (the included folders', then this run's)."""
+    return included_references() + reference_paths(wildcards)
 
 
 # -- float64 references (parity's yardstick; trainbench.launch.reference) ------------------

@@ -9,8 +9,8 @@
 
 rule figures:
     """Throughput, speedup, epoch times, loss, per-label F1, matmul, memory, energy,
-    step-breakdown, quality-curve, time-to-target and across-batch-sizes figures,
-    drawn from the published tables (and each run's raw value as a dot)."""
+    step-breakdown, quality-curve, time-to-target, across-batch-sizes and comparison
+    figures, drawn from the published tables (and each run's raw value as a dot)."""
     input:
         tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
         runs=f"{RESULTS}/tables/runs.csv",
@@ -78,6 +78,11 @@ rule figures:
             caption="captions/across_batch.rst",
             category="Speedup",
         ),
+        comparison=report(
+            f"{RESULTS}/figures/comparison.png",
+            caption="captions/comparison.rst",
+            category="Comparison",
+        ),
     log:
         f"{RESULTS}/logs/figures.log",
     conda:
@@ -86,3 +91,31 @@ rule figures:
     threads: len(FIGURE_NAMES)
     script:
         "../scripts/figures.py"
+
+
+# The same families at a paper's size (report.figures: width, fonts in points), as PDF
+# or SVG, in a rule of their own: the PNG figures and the reports never wait for them,
+# and report.figures.vector: none leaves them out (rule all asks for PAPER_FIGURES).
+if PAPER_FIGURES:
+
+    rule paper_figures:
+        """Every figure family as figures/paper/<name>.pdf (or .svg), for a paper:
+        one column wide (both when panels sit side by side), fonts in print points.
+        """
+        input:
+            tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
+            runs=f"{RESULTS}/tables/runs.csv",
+            epochs=f"{RESULTS}/tables/epochs.csv",
+            matmul=f"{RESULTS}/tables/matmul.csv",
+            code=package_code("analysis/figures", "analysis/tables.py"),
+        output:
+            PAPER_FIGURES,
+        log:
+            f"{RESULTS}/logs/paper_figures.log",
+        conda:
+            "../envs/trainbench.yaml"
+        threads: len(FIGURE_NAMES)
+        params:
+            paper=config["report"]["figures"],
+        script:
+            "../scripts/figures.py"

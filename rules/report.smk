@@ -6,6 +6,8 @@ rule report:
         tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=PUBLISHED_TABLES),
         environments=f"{RESULTS}/tables/environments.csv",
         skipped=f"{RESULTS}/tables/skipped.csv",
+        software=f"{RESULTS}/tables/software.csv",
+        duplicates=f"{RESULTS}/tables/duplicates.csv",
         figures=expand(f"{RESULTS}/figures/{{name}}.png", name=FIGURE_NAMES),
         template=workflow_path(TEMPLATES / "report.md.j2"),
         workload_template=workflow_path(TEMPLATES / "workload_report.md.j2"),

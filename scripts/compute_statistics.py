@@ -37,6 +37,7 @@ def main(snakemake) -> None:
         parity=snakemake.params.parity,
         step_breakdown=snakemake.params.step_breakdown,
         targets=snakemake.params.targets,
+        compare=snakemake.params.compare,
         workers=snakemake.threads,
     )
     paths = {Path(p).name: p for p in snakemake.output.tables}

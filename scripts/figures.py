@@ -1,6 +1,7 @@
-"""Snakemake entry: every figure family, drawn from the tables (never from training),
-side by side in the job's threads (worker processes: forked on Linux, spawned on macOS,
-trainbench.analysis.worker_processes)."""
+"""Snakemake entry of rules figures and paper_figures: every figure family, drawn from
+the tables (never from training), side by side in the job's threads (worker processes:
+forked on Linux, spawned on macOS, trainbench.analysis.worker_processes). With the
+param ``paper`` (report.figures) each family at its paper size, named by its file."""
 
 import logging
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 def main(snakemake) -> None:
     # This checkout's trainbench first (Snakemake appends the script folder last).
     sys.path.insert(0, snakemake.scriptdir)
-    from trainbench.analysis.figures import FIGURE_NAMES, draw_figures
+    from trainbench.analysis.figures import FIGURE_NAMES, draw_figures, paper_from_config
     from trainbench.analysis.tables import read_table
 
     logging.basicConfig(
@@ -20,11 +21,19 @@ def main(snakemake) -> None:
     tables.update(
         {name: read_table(snakemake.input[name]) for name in ("runs", "epochs", "matmul")}
     )
+    settings = snakemake.params.get("paper")
+    style = {}
+    if settings is None:
+        paths = {name: getattr(snakemake.output, name) for name in FIGURE_NAMES}
+    else:
+        paths = {Path(path).stem: path for path in snakemake.output}
+        style["paper"] = paper_from_config(settings)
     draw_figures(
         tables,
-        {name: getattr(snakemake.output, name) for name in FIGURE_NAMES},
+        paths,
         workers=snakemake.threads,
         done=lambda name, path: logging.info("wrote %s", path),
+        **style,
     )
 
 

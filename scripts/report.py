@@ -17,6 +17,8 @@ inputs.update(
     run_name=snakemake.params.run_name,
     environments=snakemake.input.environments,
     skipped=snakemake.input.skipped,
+    software=snakemake.input.software,
+    duplicates=snakemake.input.duplicates,
     figures=list(snakemake.input.figures),
 )
 for workload, path in zip(

@@ -73,6 +73,7 @@ ENERGY = ["workload", "batch_size", "device", "n", "joules_per_sample", "samples
           "spj_low", "spj_high", "spj_interval", "verdict", "domains", "unavailable"]  # fmt: skip
 from trainbench.analysis.stats.across_batch import ACROSS_BATCH_COLUMNS  # noqa: E402
 from trainbench.analysis.stats.breakdown import BREAKDOWN_TABLE_COLUMNS  # noqa: E402
+from trainbench.analysis.stats.compare import COMPARISON_COLUMNS  # noqa: E402
 from trainbench.analysis.stats.targets import (  # noqa: E402
     QUALITY_CURVE_COLUMNS,
     TIME_TO_TARGET_COLUMNS,
@@ -245,7 +246,21 @@ def make_tables(
     )
     _step_breakdown(tables)
     _targets(tables)
+    _comparison(tables)
     return tables
+
+
+def _comparison(tables: dict) -> None:
+    """Two comparison rows as trainbench.analysis.stats.compare writes them: a newer torch
+    against the oldest on one machine, faster and insufficient data."""
+    machine = "cpu@AMD EPYC 7B13"
+    tables["comparison"] = pd.DataFrame(columns=COMPARISON_COLUMNS, data=[
+        {"workload": "image_cnn", "machine_device": machine, "batch_size": bs, "by": "software",
+         "side": "torch 2.13.0", "baseline_side": "torch 2.5.1", "ratio": ratio, "low": low,
+         "high": high, "interval": "range of 3 vs 3 runs", "verdict": verdict}
+        for bs, ratio, low, high, verdict in ((32, 1.3, 1.27, 1.32, "faster"),
+                                              (64, 1.1, 0.9, 1.4, "insufficient data"))
+    ])  # fmt: skip
 
 
 def _targets(tables: dict) -> None:
@@ -346,7 +361,7 @@ def drawn(module, tables):
 def test_registry_names():
     assert FIGURE_NAMES == (
         "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
-        "step_breakdown", "quality", "time_to_target", "across_batch",
+        "step_breakdown", "quality", "time_to_target", "across_batch", "comparison",
     )  # fmt: skip
     assert tuple(FIGURES) == FIGURE_NAMES
     assert not (PACKAGE.parent / "figures.py").exists(), "the old figures.py module is back"
@@ -459,6 +474,7 @@ def _nothing_drawable() -> dict[str, pd.DataFrame]:
     t["quality_curve"] = t["quality_curve"].assign(value=np.nan)
     t["time_to_target"] = t["time_to_target"].assign(median_s=np.inf)
     t["across_batch_sizes"] = t["across_batch_sizes"].assign(batch_size=np.nan)
+    t["comparison"] = t["comparison"].assign(ratio=np.nan)
     return t
 
 

@@ -20,8 +20,9 @@ from test_time_to_target import REACHES_AT_2, TARGET, _tables
 from trainbench.analysis.console import summary_lines
 from trainbench.analysis.quality_rows import quality_rows
 from trainbench.analysis.report import render_report, render_workload_report
+from trainbench.analysis.stats.best_setting import best_setting_table
 from trainbench.analysis.stats.speed import speedup_table
-from trainbench.analysis.stats.targets import best_setting_table, time_to_target_table
+from trainbench.analysis.stats.targets import time_to_target_table
 from trainbench.analysis.tables import to_markdown, write_table
 from trainbench.common.records import write_record
 
@@ -84,7 +85,7 @@ def test_counts_read_exactly_in_tables_reports_and_console(tmp_path):
     assert same["cpu"]["batch_size"] == "1024" and same["cpu"]["samples_median"] == "8192"
     assert same["cuda"]["samples_median"] == "16384" and same["cuda"]["steps_median"] == "16"
     assert same["cpu"]["repeats"] == "3" and same["cpu"]["reached"] == "3"
-    best = {r["backend"]: r for r in _md_rows(tables / "best_setting.md")}
+    best = {r["device"]: r for r in _md_rows(tables / "best_setting.md")}
     assert best["cuda"]["batch_size"] == "1024" and best["cuda"]["baseline_batch_size"] == "1024"
     assert best["cpu"]["samples_median"] == "8192" and best["cuda"]["samples_median"] == "16384"
     assert best["cuda"]["candidates"] == "1" and best["cuda"]["repeats"] == "3"
@@ -127,14 +128,18 @@ def _md_rows_of(text: str) -> list[dict[str, str]]:
 @pytest.mark.parametrize(
     ("cells", "targets", "expected"),
     [
-        # cpu never reaches the target: its own row says so, cuda's cannot compare
+        # cpu never reaches the target: its own row says so, cuda's has its time, no verdict
         ([("cpu", 32, [NEVER] * 3, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)], TARGET,
-         ["cpu (the baseline): not reached", "cuda vs cpu at their best settings"]),
-        # no target: a line for the baseline, one for cuda vs cpu; none cpu vs cpu
+         ["cpu (the baseline): not reached",
+          "cuda reaches accuracy ≥ 0.8 in 4 s of training (bs 32; median of 3 repeats, "
+          "range 4–4 s); vs cpu at their best settings: insufficient data"]),
+        # no target: one line for the workload, none a device
         ([("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)], {},
-         ["cpu (the baseline): insufficient data (no target", "cuda vs cpu"]),
-        # a CPU-only run that reaches the target compares nothing: no line
-        ([("cpu", 32, REACHES_AT_2, 10.0)], TARGET, []),
+         ["⏱ No time to target for image_cnn: no target set (workloads.image_cnn.target)"]),
+        # a CPU-only run that reaches the target: the CPU's own time, compared with nothing
+        ([("cpu", 32, REACHES_AT_2, 10.0)], TARGET,
+         ["⏱ image_cnn: cpu reaches accuracy ≥ 0.8 in 20 s of training (bs 32; median of "
+          "3 repeats, range 20–20 s)"]),
     ],
 )  # fmt: skip
 def test_no_line_compares_the_baseline_with_itself(tmp_path, cells, targets, expected):
@@ -170,7 +175,7 @@ def test_repeats_that_miss_the_target_are_said_and_still_counted(tmp_path):
         "within 3 epochs (6 s of training)"
     )
     assert same["reason"].startswith(said + "; overall no clear difference (5x, 0–7.5x)")
-    best = frames["best_setting"].set_index("backend").loc["cuda"]
+    best = frames["best_setting"].set_index("device").loc["cuda"]
     assert best["verdict"] == "no clear difference"
     assert said in best["summary"] and "overall no clear difference (5x, 0–7.5x)" in best["summary"]
     assert "with no clear difference from cpu" not in best["summary"]
@@ -180,7 +185,7 @@ def test_a_baseline_repeat_that_misses_the_target_is_said_too(tmp_path):
     cpu = [*REACHES_AT_2[:2], NEVER]
     quality, runs = _tables([("cpu", 32, cpu, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)])
     frames, _ = _publish(tmp_path, quality, runs)
-    best = frames["best_setting"].set_index("backend").loc["cuda"]
+    best = frames["best_setting"].set_index("device").loc["cuda"]
     assert best["verdict"] == "sooner"
     assert (
         "cuda reached it in 3 of 3 repeats, those 5x sooner than those of cpu that did; "
@@ -191,8 +196,10 @@ def test_a_baseline_repeat_that_misses_the_target_is_said_too(tmp_path):
 def test_every_repeat_reaching_keeps_the_plain_sentence(tmp_path):
     quality, runs = _tables([("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)])
     frames, _ = _publish(tmp_path, quality, runs)
-    best = frames["best_setting"].set_index("backend").loc["cuda"]
-    assert best["summary"].startswith("cuda reaches accuracy ≥ 0.8 5x sooner than cpu (5–5x)")
+    best = frames["best_setting"].set_index("device").loc["cuda"]
+    assert best["summary"].startswith(
+        "cuda reaches accuracy ≥ 0.8 in 4 s of training, 5x sooner than cpu (5–5x)"
+    )
     assert "repeats" not in best["summary"]
 
 
@@ -296,22 +303,31 @@ def test_windows_cover_reads_the_same_with_no_shared_batch_size():
 # ----------------------------------------------------------------------------- 7. report.md
 
 
-def test_report_md_holds_the_console_time_to_target_line_per_compared_pair(tmp_path):
+def test_report_md_holds_the_console_time_to_target_line_per_device(tmp_path):
     quality, runs = _tables([
         ("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0),
         ("mps", 32, REACHES_AT_2, 5.0),
     ])  # fmt: skip
     frames, inputs = _publish(tmp_path, quality, runs)
     text = render_report(inputs, tmp_path / "results" / "report.md")
-    verdicts = text.split("## Verdicts", 1)[1].split("\n## ", 1)[0]
-    report = [line.removeprefix("- ") for line in verdicts.splitlines() if "⏱" in line]
+    section = text.split("## Time to target", 1)[1].split("\n## ", 1)[0]
+    report = [line.removeprefix("- ") for line in section.splitlines() if "⏱" in line]
     console = [
         line.strip() for line in summary_lines(tmp_path / "results/report.md") if "⏱" in line
     ]
     summaries = [s for s in frames["best_setting"]["summary"] if s]
-    assert len(report) == len(console) == len(summaries) == 2  # cuda vs cpu, mps vs cpu
+    assert len(report) == len(console) == len(summaries) == 3  # cpu, cuda, mps
     for mine, theirs, summary in zip(report, console, summaries, strict=True):
         assert mine.endswith(summary) and theirs.endswith(summary)
-    assert any("cuda reaches accuracy ≥ 0.8 5x sooner than cpu" in line for line in report)
-    assert any("mps reaches accuracy ≥ 0.8 2x sooner than cpu" in line for line in report)
+    assert report[0] == (
+        "⏱ `image_cnn`: cpu (the baseline) reaches accuracy ≥ 0.8 in 20 s of training "
+        "(bs 32; median of 3 repeats, range 20–20 s)"
+    )
+    assert any("cuda reaches accuracy ≥ 0.8 in 4 s of training, 5x sooner than cpu" in line
+               for line in report)  # fmt: skip
+    assert any("mps reaches accuracy ≥ 0.8 in 10 s of training, 2x sooner than cpu" in line
+               for line in report)  # fmt: skip
+    assert "[best_setting](tables/best_setting.md)" in section
+    assert "[time_to_target](tables/time_to_target.md)" in section
+    assert "⏱" not in text.split("## Verdicts", 1)[1].split("\n## ", 1)[0]  # said once
     assert not any(_itself(line) for line in report + console)

@@ -10,11 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from stats_helpers import run
-from trainbench.analysis.stats.targets import (
-    best_setting_table,
-    quality_curve_table,
-    time_to_target_table,
-)
+from trainbench.analysis.stats.best_setting import best_setting_table
+from trainbench.analysis.stats.targets import quality_curve_table, time_to_target_table
 from trainbench.config.targets import target_problems
 
 TARGET = {"image_cnn": {"metric": "accuracy", "value": 0.8}}
@@ -122,14 +119,16 @@ def test_best_setting_compares_devices_across_batch_sizes():
         ("cuda", 32, REACHES_AT_2, 1.0), ("cuda", 128, slow_big, 1.0),  # 2 s vs 3 s
     ])  # fmt: skip
     table = best_setting_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
-    cpu = table[table["backend"] == "cpu"].iloc[0]
-    cuda = table[table["backend"] == "cuda"].iloc[0]
+    assert list(table["device"]) == ["cpu", "cuda"]  # one row a device, the baseline first
+    cpu = table[table["device"] == "cpu"].iloc[0]
+    cuda = table[table["device"] == "cuda"].iloc[0]
     assert (cpu["batch_size"], cpu["median_s"], cpu["verdict"]) == (64, 12.0, "baseline")
     assert (cuda["batch_size"], cuda["median_s"]) == (32, 2.0)
-    assert cuda["candidates"] == 2
+    assert cuda["candidates"] == 2 and cuda["backend"] == "cuda"
     assert cuda["speedup"] == pytest.approx(6.0) and cuda["verdict"] == "sooner"
-    assert "cuda reaches accuracy ≥ 0.8 6x sooner than cpu" in cuda["summary"]
+    assert "cuda reaches accuracy ≥ 0.8 in 2 s of training, 6x sooner than cpu" in cuda["summary"]
     assert "cuda bs 32; cpu bs 64" in cuda["summary"]
+    assert cpu["summary"].startswith("cpu (the baseline) reaches accuracy ≥ 0.8 in 12 s")
     # Per-device batch sizes share none: the same-batch table has no baseline to compare.
     same = time_to_target_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
     assert set(same.loc[same["device"] == "cuda", "verdict"]) == {"insufficient data"}
@@ -207,7 +206,7 @@ def test_a_disturbed_repeat_makes_the_best_setting_comparison_disturbed():
     quality, runs = _tables([("cpu", 32, REACHES_AT_2, 10.0), ("cuda", 32, REACHES_AT_2, 2.0)])
     runs.loc[(runs["device"] == "cuda") & (runs["rep"] == 1), "disturbed"] = True
     best = best_setting_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
-    cuda = best[best["backend"] == "cuda"].iloc[0]
+    cuda = best[best["device"] == "cuda"].iloc[0]
     assert cuda["verdict"] == "disturbed" and "cuda rep 1" in cuda["reason"]
     same = time_to_target_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])
     assert same.loc[same["device"] == "cuda", "verdict"].item() == "disturbed"

@@ -2,7 +2,8 @@
 samples-to-target check where it flags (``time_to_target``'s samples columns,
 :mod:`trainbench.analysis.stats.convergence`) and the comparisons across batch sizes
 (``across_batch_sizes``, :mod:`trainbench.analysis.stats.across_batch`; ``best_setting``
-where the two best settings differ in batch size).
+where the two best settings differ in batch size); and the time-to-target lines
+(``best_setting``'s summaries, :mod:`trainbench.analysis.stats.best_setting`).
 
 Rows are selected and their sentences, written by the statistics layer, prefixed; nothing
 is computed. Standard library only: the console's logger plugin runs in every Snakemake
@@ -18,6 +19,7 @@ from typing import Any
 FLAGGED = ("more samples", "fewer samples")
 SAMPLES_SYMBOL = "🔎"
 ACROSS_SYMBOL = "⇄"
+TARGET_SYMBOL = "⏱"
 
 Row = Mapping[str, Any]
 
@@ -45,6 +47,21 @@ def across_lines(rows: Iterable[Row]) -> list[str]:
     """ "⇄ two_tower: across batch sizes, cuda at bs 512 trains 8x the samples/s of cpu at
     bs 64 (…): faster; not a same-batch verdict", one per ``across_batch_sizes`` row."""
     return [f"{ACROSS_SYMBOL} {r['workload']}: {r['summary']}" for r in rows if r.get("summary")]
+
+
+def target_lines(rows: Iterable[Row], quote: str = "") -> list[str]:
+    """ "⏱ image_cnn: cpu reaches accuracy ≥ 0.64 in 2.31 s of training (…)", one per
+    ``best_setting`` row with a summary (each device at its best setting, the baseline's
+    included). A row without a device speaks for its workloads itself ("No time to
+    target for text_a, mlp_c: …") and is printed without a workload. ``quote``: around
+    the workload's name ("`" in Markdown)."""
+    lines = []
+    for r in rows:
+        if not r.get("summary"):
+            continue
+        who = f"{quote}{r['workload']}{quote}: " if r.get("device") else ""
+        lines.append(f"{TARGET_SYMBOL} {who}{r['summary']}")
+    return lines
 
 
 def best_across_lines(rows: Iterable[Row]) -> list[str]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainbench.analysis.beside_verdicts import across_lines, samples_check_lines
+from trainbench.analysis.beside_verdicts import across_lines, samples_check_lines, target_lines
 
 # INFO messages without an event worth a line (the rest is scheduler chatter).
 PASSED_MESSAGES = (
@@ -146,9 +146,9 @@ def summary_lines(report_path: str | Path) -> list[str]:
         lines.append(line)
     if len(shown) > SUMMARY_VERDICTS:
         lines.append(f"  … {len(shown) - SUMMARY_VERDICTS} more verdicts in the report")
-    for row in _rows(tables / "best_setting.csv"):
-        if row.get("summary"):
-            lines.append(f"  ⏱ {row['workload']}: {row['summary']}")
+    lines += [f"  {line}" for line in target_lines(_rows(tables / "best_setting.csv"))]
+    # One setting against another on the same hardware (aggregate.compare): its ⇄ lines.
+    lines += [f"  {r['line']}" for r in _rows(tables / "comparison.csv") if r.get("line")]
     for row in _rows(tables / "attention.csv"):
         if row["status"] == "unavailable":
             lines.append(f"  ⚪ {row['device']} unavailable: {row['detail']}")

@@ -29,6 +29,7 @@ PUBLISHED_TABLES = (
     "best_setting",
     "across_batch_sizes",
     "quality_curve",
+    "comparison",
 )
 
 # The record tables the aggregate rule writes from metrics.json files.
@@ -46,5 +47,5 @@ RECORD_TABLES = (
 # results/figures/<name>.png, drawn by trainbench.analysis.figures from the tables above.
 FIGURE_NAMES = (
     "throughput", "speedup", "epoch_time", "loss", "per_label", "matmul", "memory", "energy",
-    "step_breakdown", "quality", "time_to_target", "across_batch",
+    "step_breakdown", "quality", "time_to_target", "across_batch", "comparison",
 )  # fmt: skip

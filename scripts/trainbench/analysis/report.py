@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from trainbench.analysis.beside_verdicts import target_lines as beside_target_lines
 from trainbench.analysis.published import PUBLISHED_TABLES as PUBLISHED
 from trainbench.analysis.report_beside import SAMPLES_CHECK, beside_context
 from trainbench.analysis.report_tables import (
@@ -41,6 +42,7 @@ from trainbench.analysis.report_tables import (
     WORKLOAD,
     Row,
     as_flag,
+    cols,
     counted_text,
     epoch_columns,
     escape_cell,
@@ -53,7 +55,7 @@ from trainbench.analysis.report_tables import (
     target_text,
     text_of,
 )
-from trainbench.analysis.tables import MISSING, bytes_text, compact, read_table, sig
+from trainbench.analysis.tables import MISSING, bytes_text, compact, interval_text, read_table, sig
 from trainbench.common.records import atomic_write_text
 from trainbench.workloads import WORKLOADS
 
@@ -142,14 +144,63 @@ def verdict_lines(t: Mapping[str, list[Row]]) -> list[str]:
 
 
 def target_lines(rows: Sequence[Row]) -> list[str]:
-    """The time-to-target line of each best_setting row that has one: its ``summary``,
-    the sentence the console prints after ⏱ (each backend at its best setting against
-    the baseline's; the baseline's own row only where it did not reach the target)."""
-    return [
-        escape_cell(f"⏱ `{field_text(r, 'workload')}`: {field_text(r, 'summary')}")
-        for r in rows
-        if plain_value(r.get("summary"))
-    ]
+    """The time-to-target lines, as the console prints them (:func:`.beside_verdicts.
+    target_lines`): each best_setting row's ``summary`` (every device at its best
+    setting, the baseline's own time included) and the one line for the workloads
+    without a target."""
+    return [escape_cell(line) for line in beside_target_lines(rows, quote="`")]
+
+
+def has_training(rows: Sequence[Row]) -> bool:
+    """Whether the overview names a training workload (the report's Time to target
+    section is there whenever one is)."""
+    return any(field_text(r, "kind") == "training" for r in rows)
+
+
+def _span(prefix: str, kind: str):
+    """ "1.27–1.32x (range of 3 vs 3 runs)" from a comparison row's interval columns."""
+
+    def text(r: Row) -> str:
+        span = interval_text(
+            plain_value(r.get(f"{prefix}low")), plain_value(r.get(f"{prefix}high"))
+        )
+        return span if span == MISSING else f"{span}x ({field_text(r, kind)})"
+
+    return text
+
+
+# The comparison table (stats.compare): each side against the baseline side.
+COMPARISON = cols(
+    ("workload", "workload"), ("device", "machine_device"), ("batch size", "batch_size", "i"),
+    ("side", "side"), ("baseline", "baseline_side"), ("repeats", "repeats", "i"),
+    ("baseline repeats", "baseline_repeats", "i"), ("samples/s (median)", "median", "n"),
+    ("baseline samples/s", "baseline_median", "n"), ("ratio", "ratio", "x"),
+    ("interval", _span("", "interval"), "i"), ("verdict", "verdict"), ("reason", "reason"),
+    ("times sooner to target", "ttt_ratio", "x"), ("interval ", _span("ttt_", "ttt_interval"), "i"),
+    ("time-to-target verdict", "ttt_verdict"),
+)  # fmt: skip
+
+
+def comparison_context(rows: Sequence[Row]) -> dict:
+    """The template's ``comparison`` (table), ``comparison_by`` (software or folder),
+    ``comparison_sides`` (per device: the sides and their baseline) and
+    ``comparison_lines`` (each row's ⇄ sentence)."""
+    sides: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        if plain_value(r.get("side")) is not None:
+            key = (field_text(r, "machine_device"), field_text(r, "baseline_side"))
+            sides.setdefault(key, [])
+            if field_text(r, "side") not in sides[key]:
+                sides[key].append(field_text(r, "side"))
+    return {
+        "comparison": table(rows, COMPARISON),
+        "comparison_by": ", ".join(sorted({field_text(r, "by") for r in rows})),
+        "comparison_sides": [
+            escape_cell(f"`{machine}`: {', '.join(others)} against the baseline {base}")
+            for (machine, base), others in sides.items()
+        ],
+        "comparison_lines": [escape_cell(field_text(r, "line")) for r in rows],
+    }
 
 
 def warning_counts(rows: Sequence[Row]) -> dict | None:
@@ -204,9 +255,10 @@ def _tables(inputs: Mapping[str, Any], output: Any, suffix: str) -> dict[str, st
 
 
 def load(inputs: Mapping[str, Any]) -> dict[str, list[Row]]:
-    """Every published table (and environments, skipped) as rows; absent ones empty."""
+    """Every published table (and the record tables environments, skipped, software,
+    duplicates) as rows; absent ones empty."""
     out = {}
-    for name in (*PUBLISHED, "environments", "skipped"):
+    for name in (*PUBLISHED, "environments", "skipped", "software", "duplicates"):
         rows = read_table(inputs[name]).to_dict("records") if inputs.get(name) else []
         out[name] = [{k: plain_value(v) for k, v in row.items()} for row in rows]
     return out
@@ -276,6 +328,26 @@ def provenance_line(inputs: Mapping[str, Any]) -> str:
     return text + (f"; run name `{name}`." if name else ".")
 
 
+def merge_context(t: Mapping[str, list[Row]]) -> dict:
+    """What merging results folders did (software.csv, duplicates.csv): each software
+    difference, whether it split the records and why; how many duplicate records were
+    dropped; each conflict, whose records are in no number."""
+    notes = t.get("duplicates", [])
+    dropped = sum(int(r.get("records") or 0) for r in notes if r.get("kind") == "duplicate")
+    conflicts = [
+        f"{text_of(r.get('identity'))}: `{'`, `'.join(str(r.get('dropped')).split('; '))}`"
+        f" (they differ in {text_of(r.get('differs'))})"
+        for r in notes
+        if r.get("kind") == "conflict"
+    ]
+    software = [
+        f"{text_of(r.get('field'))}: {text_of(r.get('values'))}; **{text_of(r.get('split'))}**"
+        f" ({text_of(r.get('reason'))})"
+        for r in t.get("software", [])
+    ]
+    return {"duplicates_dropped": dropped, "conflicts": conflicts, "software_notes": software}
+
+
 def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
     """The index report (results/report.md) from the published tables in ``inputs``."""
     t = load(inputs)
@@ -286,8 +358,10 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         "records_line": _counts_text(total),
         "code": f" Code: {'; '.join(f'`{c}`' for c in codes)}." if codes else "",
         "skipped": [{k: escape_cell(text_of(v)) for k, v in r.items()} for r in t["skipped"]],
+        **merge_context(t),
         "verdicts": verdict_lines(t),
         "target_lines": target_lines(t["best_setting"]),
+        "training": has_training(t["overview"]),
         "speedup": table(t["speedup"], WORKLOAD + speed_columns("train samples/s") + BOUNDS),
         "step_breakdown": table(t["step_breakdown"], WORKLOAD + STEP_BREAKDOWN),
         "energy_lines": energy_lines(t["energy"]),
@@ -300,6 +374,7 @@ def render_report(inputs: Mapping[str, Any], output: str | os.PathLike) -> str:
         # Devices with a breakdown (records written before it have none).
         "cell_time": table([r for r in t["cell_time"] if plain_value(r.get("cells"))], CELL_TIME),
         **beside_context(t, WORKLOAD),
+        **comparison_context(t["comparison"]),
     }
     return _write(inputs.get("template"), "report.md.j2", output, context)
 
@@ -370,6 +445,7 @@ def render_workload_report(
         "memory": table(t["memory"], MEMORY),
         "time_to_target": table(t["time_to_target"], TIME_TO_TARGET + SAMPLES_CHECK),
         "best_setting": table(t["best_setting"], BEST_SETTING),
+        "target_lines": target_lines(t["best_setting"]),
         "target": target_text(next(iter(t["time_to_target"]), None)),
         "environments": table(environments, ENVIRONMENT),
         "missing": MISSING,

@@ -176,10 +176,11 @@ TIME_TO_TARGET = KEYS + cols(
     ("verdict", "verdict"), ("reason", "reason"),
 )  # fmt: skip
 BEST_SETTING = cols(
-    ("backend", "backend"), ("best setting", "device"), ("batch size", "batch_size", "i"),
+    ("device", "device"), ("backend", "backend"), ("best batch size", "batch_size", "i"),
     ("of", "candidates", "i"), ("repeats", "repeats", "i"), ("reached", "reached", "i"),
     ("training s to target (median)", "median_s", "n"), ("interval", _seconds_iv, "i"),
-    ("wall s", "wall_median_s", "n"), ("times sooner", "speedup", "x"),
+    ("wall s", "wall_median_s", "n"), ("baseline", "baseline_device"),
+    ("baseline batch size", "baseline_batch_size", "i"), ("times sooner", "speedup", "x"),
     ("interval ", _ratio_iv, "i"), ("verdict", "verdict"), ("reason", "reason"),
 )  # fmt: skip
 

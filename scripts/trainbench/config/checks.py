@@ -82,6 +82,7 @@ def semantic_problems(config: dict) -> list[str]:
     if not config.get("aggregate", {}).get("records_only"):  # no cell runs here then
         problems += _thread_problems(config)
     problems += _baseline_problems(config)
+    problems += compare_problems(config.get("aggregate", {}))
     problems += mps_memory_problems(config)
     return problems
 
@@ -293,6 +294,39 @@ def _baseline_problems(config: dict) -> list[str]:
         f"({', '.join(ids)}). Fix: name one of those, or remove the key to compare with "
         "each workload's first listed device."
     ]
+
+
+def compare_problems(aggregate: dict) -> list[str]:
+    """``aggregate.compare`` against what can be checked before a job: a folder comparison
+    needs a folder to include, a folder baseline must be one of them (or "this run"), and a
+    baseline needs a comparison. A software baseline can only be matched against the
+    records: one that names no software is a note row of the comparison table."""
+    compare = aggregate.get("compare") or {}
+    by, wanted = compare.get("by", "software"), compare.get("baseline")
+    folders = list(aggregate.get("include_results") or [])
+    key = "`aggregate.compare"
+    if wanted and by == "none":
+        return [
+            f"{key}.baseline` is {wanted!r} but {key}.by` is none: nothing is compared. "
+            "Fix: set `aggregate.compare.by` to software or folder, or remove the baseline."
+        ]
+    if by != "folder":
+        return []
+    if not folders:
+        return [
+            f"{key}.by` is folder, but `aggregate.include_results` names no folder: this "
+            "run's own records are the only side. Fix: list the results folders to compare "
+            'in `aggregate.include_results` (e.g. `make redraw FOLDERS="a b" COMPARE=folder`), '
+            "or set `aggregate.compare.by` to software or none."
+        ]
+    named = {os.path.normpath(f) for f in folders} | {"this run"}
+    if wanted and wanted != "this run" and os.path.normpath(wanted) not in named:
+        return [
+            f"{key}.baseline` is {wanted!r}, which is not a compared folder. Fix: name one "
+            f"of `aggregate.include_results` ({', '.join(map(repr, folders))}) or 'this run' "
+            "(the run's own records), or null for the folder whose records started first."
+        ]
+    return []
 
 
 def _repeat_problems(config: dict) -> list[str]:

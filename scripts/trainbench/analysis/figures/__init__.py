@@ -9,8 +9,9 @@ writes several, side by side in worker processes (forked on Linux, spawned on ma
 per_label, memory, crossover, epoch_summary, matmul_summary, verification, ...) and
 record (runs, epochs, matmul). A missing or empty table gives a small figure saying
 there is nothing to draw, never an exception. Style keywords: ``dpi`` (110),
-``font_scale`` (1.0), ``title``. PNG by default, SVG or PDF by suffix; the same input
-gives the same bytes.
+``font_scale`` (1.0), ``title``, ``paper`` (a :class:`Paper`: the figure at a paper's
+width with fonts in print points, :func:`paper_from_config` of ``report.figures``). PNG
+by default, SVG or PDF by suffix; the same input gives the same bytes.
 
 =============  ========================================================================
 throughput     speedup (median, low, high, interval) + runs (samples_per_s dots)
@@ -22,8 +23,10 @@ matmul         matmul_summary (gflops, gflops_low/high, interval) + crossover + 
 memory         memory (memory_peak/initial_bytes, peak_fraction_of_limit, memory_method)
 energy         energy (samples_per_joule, spj_low/high, unavailable) + speedup (median, low/high)
 quality        quality_curve (train_seconds, value, value_min/max, target)
-time_to_target time_to_target (median_s, low, high, interval, speedup, verdict)
+time_to_target best_setting (each device at its best batch size: median_s, low, high,
+               interval, speedup, verdict) + time_to_target (the same, per cell)
 across_batch   across_batch_sizes (speedup, speedup_low/high, interval, verdict, sizes)
+comparison     comparison (ratio, low, high, interval, verdict, side, baseline_side)
 =============  ========================================================================
 """
 
@@ -34,11 +37,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
+from trainbench.analysis.figures.comparison import comparison_figure
 from trainbench.analysis.figures.energy import energy_figure
 from trainbench.analysis.figures.epoch_time import epoch_time_figure
 from trainbench.analysis.figures.loss import loss_figure
 from trainbench.analysis.figures.matmul import matmul_figure
 from trainbench.analysis.figures.memory import memory_figure
+from trainbench.analysis.figures.paper import Paper, paper_from_config
 from trainbench.analysis.figures.per_label import per_label_figure
 from trainbench.analysis.figures.speedup import across_batch_figure, speedup_figure
 from trainbench.analysis.figures.step_breakdown import step_breakdown_figure
@@ -51,6 +56,8 @@ from trainbench.analysis.worker_processes import worker_context
 __all__ = [
     "FIGURES",
     "FIGURE_NAMES",
+    "Paper",
+    "comparison_figure",
     "device_color",
     "device_order",
     "draw_figures",
@@ -60,6 +67,7 @@ __all__ = [
     "matmul_figure",
     "memory_figure",
     "step_breakdown_figure",
+    "paper_from_config",
     "per_label_figure",
     "quality_figure",
     "time_to_target_figure",
@@ -82,13 +90,14 @@ FIGURES: dict[str, Callable[[Mapping[str, pd.DataFrame], str | os.PathLike], Non
     "quality": quality_figure,
     "time_to_target": time_to_target_figure,
     "across_batch": across_batch_figure,
+    "comparison": comparison_figure,
 }
 
 # The order :func:`draw_figures` hands the families to its processes: the ones with the
 # most panels and labels first, so that the processes finish together (scheduling only).
 DRAW_ORDER = (
     "memory", "speedup", "loss", "epoch_time", "quality", "throughput", "per_label", "matmul",
-    "energy", "time_to_target", "step_breakdown", "across_batch",
+    "energy", "time_to_target", "step_breakdown", "across_batch", "comparison",
 )  # fmt: skip
 
 

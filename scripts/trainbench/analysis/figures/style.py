@@ -4,7 +4,16 @@ byte-stable save.
 
 Determinism: a figure's size is a fixed function of what is drawn (panels, bars,
 labels), never of text extents; categories are sorted; PNG files carry no
-Software/time metadata, SVG ids use a fixed hash salt and PDF dates are left out.
+Software/time metadata, SVG ids use a fixed hash salt and PDF dates, creator and
+producer are left out (nor does SOURCE_DATE_EPOCH matter then).
+
+Paper figures (style keyword ``paper``, a :class:`Paper`): the same drawing at a print
+size -- ``width_in`` wide (one column of a two-column template), fonts in points as
+printed (``font_pt`` for tick labels, a little larger for labels and titles), one panel
+per row, the device legend under the panels, the height following the panels and the
+legend (at most ``max_height_in``). Vector files (PDF, SVG) embed TrueType fonts
+(``pdf.fonttype`` 42, which publishers' PDF checks accept, unlike Type 3) and do not
+depend on the dpi.
 """
 
 from __future__ import annotations
@@ -13,7 +22,8 @@ import math
 import os
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +46,16 @@ from matplotlib.ticker import (  # noqa: E402
     NullFormatter,
     NullLocator,
 )
+from trainbench.analysis.figures.paper import (  # noqa: E402
+    BASE_TICK_PT,
+    PAPER_DPI,
+    PAPER_MAX_COLS,
+    Paper,
+    fit_paper,
+    paper_legend,
+    paper_message,
+    paper_size,
+)
 from trainbench.common.records import current_umask  # noqa: E402
 from trainbench.config.device_ids import DeviceId  # noqa: E402
 
@@ -44,45 +64,73 @@ FALLBACK_HATCH = "///"
 LEGEND_W = 2.4  # inches kept for the legend right of the panels
 MESSAGE_SIZE = (6.4, 2.4)  # inches of the "nothing to draw" figure
 MAX_COLS = 3  # facet columns before wrapping
-STYLE_KEYWORDS = ("dpi", "font_scale", "title")
+STYLE_KEYWORDS = ("dpi", "font_scale", "title", "paper")
 
 # ----------------------------------------------------------------------------- style
 
 
 @dataclass(frozen=True)
 class Style:
-    """What a caller may change: resolution, font scale and the figure title."""
+    """What a caller may change: resolution, font scale, the figure title and, for a
+    paper figure, its print size (``paper``; its fonts then set ``font_scale``)."""
 
     dpi: int = 110
     font_scale: float = 1.0
     title: str | None = None
+    paper: Paper | None = None
 
 
 def make_style(style: Mapping) -> Style:
+    """The :class:`Style` of the style keywords; ``paper`` may be a :class:`Paper` or a
+    mapping of its fields, and its ``font_pt`` then sets the font scale."""
     unknown = sorted(set(style) - set(STYLE_KEYWORDS))
     if unknown:
         raise TypeError(f"unknown style keyword(s): {', '.join(unknown)}")
+    style = dict(style)
+    paper = style.get("paper")
+    if isinstance(paper, Mapping):
+        paper = style["paper"] = Paper(**paper)
+    if paper is not None:
+        style["font_scale"] = paper.font_pt / BASE_TICK_PT
     return Style(**style)
+
+
+# The paper size of the figure being drawn (None: a screen figure); set by
+# build_figure/render around a family's drawing, read by grid(), which gets no style.
+_drawing_paper: Paper | None = None
+
+
+@contextmanager
+def _drawing(st: Style) -> Iterator[None]:
+    global _drawing_paper
+    before, _drawing_paper = _drawing_paper, st.paper
+    try:
+        with matplotlib.rc_context():
+            theme(st)
+            yield
+    finally:
+        _drawing_paper = before
 
 
 def theme(st: Style) -> None:
     """Seaborn theme with a font that ships with matplotlib (same glyphs on every machine)."""
     scale = st.font_scale
     sns.set_theme(
-        context="notebook",
+        context="paper" if st.paper else "notebook",
         style="whitegrid",
         font="DejaVu Sans",
         font_scale=scale,
         rc={
             "svg.hashsalt": "trainbench",
+            "pdf.fonttype": 42,
             "axes.titlesize": 11 * scale,
             "axes.labelsize": 10 * scale,
             "xtick.labelsize": 9 * scale,
             "ytick.labelsize": 9 * scale,
             "legend.fontsize": 9 * scale,
             "legend.title_fontsize": 9 * scale,
-            "figure.titlesize": 13 * scale,
-            "axes.titlepad": 6,
+            "figure.titlesize": (11.5 if st.paper else 13) * scale,
+            "axes.titlepad": 6 * scale if st.paper else 6,
         },
     )
 
@@ -212,11 +260,16 @@ def kinds_note(prefix: str, kinds: Iterable, width: int = 30) -> str | None:
 
 
 def new_figure(size: tuple[float, float], st: Style, **kwargs) -> Figure:
+    """A constrained-layout figure of ``size`` inches (a paper figure: its paper size)."""
+    if st.paper:
+        size = paper_size(size, st.paper)
     return plt.figure(figsize=size, dpi=st.dpi, layout="constrained", **kwargs)
 
 
 def grid(n: int, max_cols: int = MAX_COLS) -> tuple[int, int]:
-    """Columns and rows for ``n`` panels."""
+    """Columns and rows for ``n`` panels (a paper figure: one panel per row)."""
+    if _drawing_paper is not None:
+        max_cols = min(max_cols, PAPER_MAX_COLS)
     cols = max(1, min(n, max_cols))
     return cols, max(1, math.ceil(n / cols))
 
@@ -297,9 +350,13 @@ def whiskers(center: Iterable, low: Iterable, high: Iterable) -> list[np.ndarray
 def figure_legend(
     fig: Figure, handles: Sequence, title: str | None = None, notes: Iterable[str | None] = ()
 ) -> None:
-    """Device handles, then notes (what a line, band, whisker or dot is) as text rows."""
+    """Device handles, then notes (what a line, band, whisker or dot is) as text rows;
+    in a paper figure under the panels, in two columns, the figure made taller by its
+    rows (counted from the labels' lines, never from text extents)."""
     handles = list(handles) + [note_handle(n) for n in notes if n]
-    if handles:
+    if handles and _drawing_paper is not None:
+        paper_legend(fig, handles, title, _drawing_paper)
+    elif handles:
         fig.legend(
             handles=handles, loc="outside right upper", title=title, frameon=False,
             handlelength=2.2,
@@ -320,6 +377,8 @@ def finish_with_legend(
 
 def message(title: str, text: str, st: Style) -> Figure:
     """The figure for "nothing to draw": the title and a sentence, at a fixed size."""
+    if st.paper:
+        return paper_message(st.title or title, text, st.paper, st.dpi)
     fig = plt.figure(figsize=MESSAGE_SIZE, dpi=st.dpi)
     fig.text(0.5, 0.78, st.title or title, ha="center", va="center", fontsize=12, weight="bold")
     fig.text(
@@ -347,8 +406,11 @@ def save(fig: Figure, out_path: str | os.PathLike, st: Style) -> None:
         raise ValueError(f"unsupported figure format {fmt!r} (png, svg or pdf)")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        dpi = PAPER_DPI if st.paper else st.dpi
+        if st.paper:
+            fit_paper(fig, st.paper)
         with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=fmt, dpi=st.dpi, metadata=_METADATA[fmt])
+            fig.savefig(handle, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~current_umask())
@@ -365,15 +427,13 @@ def build_figure(build: Callable[[Style], Figure], style: Mapping) -> Figure:
     """Theme and draw inside an rc_context, so global matplotlib state is left alone;
     the caller saves or closes the figure."""
     st = make_style(style)
-    with matplotlib.rc_context():
-        theme(st)
+    with _drawing(st):
         return build(st)
 
 
 def render(out_path: str | os.PathLike, style: Mapping, build: Callable[[Style], Figure]) -> None:
     """Theme, draw and save one figure."""
     st = make_style(style)
-    with matplotlib.rc_context():
-        theme(st)
+    with _drawing(st):
         fig = build(st)
         save(fig, out_path, st)

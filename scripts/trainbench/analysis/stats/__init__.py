@@ -18,11 +18,14 @@ the protocol and the rules, and the module docstrings state what every column me
 * :mod:`.overview` — ``overview``, ``attention``;
 * :mod:`.cell_time` — ``cell_time`` (where the cells' wall time went, per device).
 * :mod:`.breakdown` — ``step_breakdown`` (where a step's time goes and what bounds it);
-* :mod:`.targets` — ``time_to_target``, ``best_setting``, ``quality_curve`` (time to a
-  quality target, censored repeats kept);
+* :mod:`.targets` — ``time_to_target``, ``quality_curve`` (time to a quality target,
+  censored repeats kept); :mod:`.best_setting` — ``best_setting`` (each device at its
+  best batch size against the baseline's);
 * :mod:`.convergence` — the samples-to-target check, ``time_to_target``'s samples columns;
 * :mod:`.across_batch` — ``across_batch_sizes`` (training speed of devices at their own
-  batch sizes, labelled apart from the same-batch verdicts).
+  batch sizes, labelled apart from the same-batch verdicts);
+* :mod:`.compare` — ``comparison`` (one software or results folder against another on the
+  same hardware: aggregate.compare).
 
 Every function is pure: pandas in, pandas out, no IO (write the tables with
 :func:`trainbench.analysis.tables.write_table`).
@@ -49,6 +52,7 @@ from trainbench.analysis.stats.accuracy import (
     task_table,
 )
 from trainbench.analysis.stats.across_batch import ACROSS_BATCH_COLUMNS, across_batch_table
+from trainbench.analysis.stats.best_setting import BEST_SETTING_COLUMNS, best_setting_table
 from trainbench.analysis.stats.breakdown import (
     BREAKDOWN_TABLE_COLUMNS,
     BoundRule,
@@ -57,6 +61,7 @@ from trainbench.analysis.stats.breakdown import (
     step_breakdown_table,
 )
 from trainbench.analysis.stats.cell_time import CELL_TIME_COLUMNS, cell_time_table
+from trainbench.analysis.stats.compare import COMPARISON_COLUMNS, comparison_table
 from trainbench.analysis.stats.convergence import SAMPLES_CHECK_COLUMNS, with_samples_check
 from trainbench.analysis.stats.crossover import CROSSOVER_COLUMNS, crossover_table
 from trainbench.analysis.stats.energy import ENERGY_COLUMNS, energy_table
@@ -96,10 +101,8 @@ from trainbench.analysis.stats.speed import (
     speedup_table,
 )
 from trainbench.analysis.stats.targets import (
-    BEST_SETTING_COLUMNS,
     QUALITY_CURVE_COLUMNS,
     TIME_TO_TARGET_COLUMNS,
-    best_setting_table,
     quality_curve_table,
     time_to_target_table,
 )
@@ -137,6 +140,7 @@ COLUMNS: dict[str, list[str]] = {
     "best_setting": BEST_SETTING_COLUMNS,
     "across_batch_sizes": ACROSS_BATCH_COLUMNS,
     "quality_curve": QUALITY_CURVE_COLUMNS,
+    "comparison": COMPARISON_COLUMNS,
 }
 
 __all__ = [
@@ -154,6 +158,7 @@ def publish(
     workers: int = 1,
     step_breakdown: Mapping | None = None,
     targets: Mapping[str, Mapping | None] | None = None,
+    compare: Mapping | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every published table, keyed by the names in :data:`PUBLISHED_TABLES` (in that
     order), from the record tables ``runs``, ``epochs``, ``per_label_runs`` and
@@ -164,7 +169,8 @@ def publish(
     ``step_losses`` and ``references`` feed parity's loss-drift check;
     ``step_breakdown`` is the configured ``report.step_breakdown`` (labels' thresholds,
     :mod:`.breakdown`); ``targets[workload]`` its configured ``target`` (time to target
-    from the record table ``quality``, :mod:`.targets`). With ``workers``
+    from the record table ``quality``, :mod:`.targets`); ``compare`` the configured
+    ``aggregate.compare`` (:mod:`.compare`; None: by software). With ``workers``
     > 1 the speed and memory tables are computed in a forked process beside the others
     (the same tables: every bootstrap is seeded by its own call); on macOS, where the
     process would be spawned, in this one."""
@@ -216,6 +222,7 @@ def publish(
     out["best_setting"] = best_setting_table(quality, runs, baselines, targets, training)
     out["across_batch_sizes"] = across_batch_table(runs, baselines, training)
     out["quality_curve"] = quality_curve_table(quality, runs, targets, training)
+    out["comparison"] = comparison_table(runs, quality, compare, targets, training)
     out["warnings"] = warnings_table(runs, matmul, tables.get("setups"), out["memory"])
     return {name: out[name] for name in PUBLISHED_TABLES}
 

@@ -1,7 +1,7 @@
 """The words of a time-to-target comparison (:mod:`.targets`): what happened to repeats
-that did not reach the target (censored), and the best setting's one-line summary that
-the console and results/report.md print. Words only: every number comes from a cell's
-stats or a best_setting row."""
+that did not reach the target (censored), each best_setting row's one-line summary that
+the console and results/report.md print, and the one line for the workloads without a
+target. Words only: every number comes from a cell's stats or a best_setting row."""
 
 from __future__ import annotations
 
@@ -99,26 +99,44 @@ def overall(verdict: str, ratio: float, low: float, high: float) -> str:
     return f"no clear difference ({ratio_text(ratio)}, {interval_text(low, high)}x)"
 
 
-def summary(row: dict, censored: str = "") -> str:
-    """The best_setting row's comparison in one sentence (the console's and report.md's
-    time-to-target line): "cuda reaches accuracy ≥ 0.9 3.1x sooner than cpu (2.2–4x),
-    each at its best setting (cuda bs 32; cpu bs 16)". ``censored``: the row's
-    :func:`censored_outcome`, said instead of a bare ratio. The baseline backend's own
-    row compares nothing: "" where it reaches the target, else what kept it from it."""
-    verdict = row["verdict"]
-    backend, base = row["backend"], row["baseline_backend"]
-    if backend == base:
-        return (
-            "" if verdict == BASELINE else f"{backend} (the baseline): {verdict} ({row['reason']})"
-        )
-    if verdict not in JUDGED:
-        return f"{backend} vs {base} at their best settings: {verdict} ({row['reason']})"
+def no_target(names: list[str]) -> str:
+    """The one line for every training workload without a target: "No time to target
+    for text_a, mlp_c: no target set (workloads.<name>.target)" (the key named where
+    there is one workload)."""
+    key = f"workloads.{names[0]}.target" if len(names) == 1 else "workloads.<name>.target"
+    return f"No time to target for {', '.join(names)}: no target set ({key})"
+
+
+def unusable(problem: str) -> str:
+    """A workload's records give no time to target on any device: said once, with why."""
+    return f"no time to target on any device: {problem}"
+
+
+def own_time(row: dict) -> str:
+    """A best_setting row's own time and its interval as the row states its kind:
+    "2.31 s of training (bs 32; median of 3 repeats, range 2.2–2.5 s)"."""
+    kind = str(row.get("interval") or "")
+    span = f"{interval_text(row['low'], row['high'])} s"
+    if kind.startswith("range"):
+        rest = kind.partition(", ")[2]  # "1 not reaching the target" where censored
+        how = f"range {span}" + (f", {rest}" if rest else "")
+    else:
+        how = f"{kind} {span}"
+    return (f"{compact(row['median_s'])} s of training (bs {int(row['batch_size'])}; "
+            f"median of {fr.plural(int(row['repeats']), 'repeat')}, {how})")  # fmt: skip
+
+
+def _compared(row: dict, censored: str) -> str:
+    """A judged row against the baseline's best setting (verdict in :data:`JUDGED`)."""
+    device, base, verdict = row["device"], row["baseline_device"], row["verdict"]
     goal = f"{row['metric']} {row['direction']} {compact(row['target'])}"
-    settings = (f"each at its best setting ({row['device']} bs {row['batch_size']}; "
-                f"{row['baseline_device']} bs {row['baseline_batch_size']})")  # fmt: skip
+    settings = (f"each at its best setting ({device} bs {int(row['batch_size'])}; "
+                f"{base} bs {int(row['baseline_batch_size'])})")  # fmt: skip
     ratio, low, high = row["speedup"], row["speedup_low"], row["speedup_high"]
     if censored:
-        return (f"{backend} vs {base} to {goal}, {settings}: {censored}; "
+        median = (f"{compact(row['median_s'])} s of training (median of "
+                  f"{fr.plural(int(row['repeats']), 'repeat')})")  # fmt: skip
+        return (f"{device} reaches {goal} in {median}, {settings}: {censored}; "
                 f"overall {overall(verdict, ratio, low, high)}")  # fmt: skip
     if verdict == SOONER:
         how = f"{ratio_text(ratio)} sooner than {base} ({interval_text(low, high)}x)"
@@ -126,4 +144,30 @@ def summary(row: dict, censored: str = "") -> str:
         how = f"{ratio_text(1 / ratio)} later than {base} ({interval_text(1 / high, 1 / low)}x)"
     else:
         how = f"with no clear difference from {base} ({ratio_text(ratio)}, {interval_text(low, high)}x)"
-    return f"{backend} reaches {goal} {how}, {settings}"
+    return f"{device} reaches {goal} in {compact(row['median_s'])} s of training, {how}, {settings}"
+
+
+def summary(row: dict, censored: str = "", alone: bool = False) -> str:
+    """A best_setting row in one sentence, the console's and report.md's time-to-target
+    line. The baseline's own time: "cpu (the baseline) reaches accuracy ≥ 0.64 in 2.31 s
+    of training (bs 32; median of 3 repeats, range 2.2–2.5 s)" ("(the baseline)" left
+    out where the workload ran on one device, ``alone``); another device's comparison
+    with it: "cuda reaches accuracy ≥ 0.64 in 0.2 s of training, 3.1x sooner than cpu
+    (2.2–4x), each at its best setting (cuda bs 32; cpu bs 16)"; ``censored``: the row's
+    :func:`censored_outcome`, said instead of a bare ratio. A comparison without a
+    verdict keeps the device's own time and says why ("…; vs cpu at their best
+    settings: insufficient data (…)"); a device that reaches nothing says so once, with
+    the reason ("cuda: not reached (…)")."""
+    device, base, verdict = row["device"], row.get("baseline_device"), row["verdict"]
+    who = f"{device} (the baseline)" if device == base and not alone else str(device)
+    median = row.get("median_s")
+    if verdict == NOT_REACHED or median is None or not math.isfinite(float(median)):
+        return f"{who}: {verdict} ({row['reason']})"
+    if verdict in JUDGED:
+        return _compared(row, censored)
+    goal = f"{row['metric']} {row['direction']} {compact(row['target'])}"
+    reached = f"{who} reaches {goal} in {own_time(row)}"
+    if verdict == BASELINE:
+        return reached
+    against = f"vs {base} at their best settings: " if base else ""
+    return f"{reached}; {against}{verdict} ({row['reason']})"

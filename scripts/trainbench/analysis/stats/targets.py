@@ -31,15 +31,8 @@ on either side was disturbed); ``sooner`` / ``later`` (the speedup interval abov
 below 1); ``no clear difference``. A repeat that missed the target, or a metric
 that was not finite, is said in the reason (:mod:`.target_words`).
 
-``best_setting`` — one row per training workload × backend (cpu, mps, cuda; with
-@hardware on merged results): the setting (device column: threads, torch.compile) and
-batch size with the shortest median time to target among the backend's cells, and the
-comparison with the baseline backend's best setting (speedup and verdict by the rules
-above, across batch sizes); summary: that comparison in one sentence, the ⏱ line of the
-console and results/report.md (:mod:`.target_words`; none for the baseline's own row
-unless it misses the target). candidates: the cells compared; chosen by point estimate,
-so the interval does not account for the choice (a winner's curse: with few repeats the
-chosen setting's time is biased low).
+``best_setting`` — each device at its best batch size, compared with the baseline
+device's best: :mod:`.best_setting` (built on this module's cells and rules).
 
 ``quality_curve`` — per cell and evaluation pass (the same pass index in every repeat):
 repeats, median train_seconds, the target metric's median, min and max over repeats.
@@ -60,7 +53,6 @@ from trainbench.analysis.stats.intervals import INSUFFICIENT, NO_CLEAR, Interval
 from trainbench.analysis.stats.speed import DISTURBED, MIN_REPEATS
 from trainbench.analysis.stats.target_words import BASELINE, LATER, NOT_REACHED, SOONER
 from trainbench.analysis.tables import compact, interval_text, ratio_text
-from trainbench.config.device_ids import DeviceId
 
 NOT_FINITE = "not_finite_metrics"  # the quality table's column of metrics that were not finite
 
@@ -70,13 +62,6 @@ TIME_TO_TARGET_COLUMNS = [
     "wall_median_s", "samples_median", "steps_median", "joules_median", "baseline",
     "baseline_median_s", "speedup", "speedup_low", "speedup_high", "speedup_interval",
     "verdict", "reason",
-]  # fmt: skip
-BEST_SETTING_COLUMNS = [
-    "workload", "backend", "device", "batch_size", "candidates", "metric", "target",
-    "direction", "repeats", "reached", "median_s", "low", "high", "interval",
-    "wall_median_s", "samples_median", "baseline_backend", "baseline_device",
-    "baseline_batch_size", "baseline_median_s", "speedup", "speedup_low", "speedup_high",
-    "speedup_interval", "verdict", "reason", "note", "summary",
 ]  # fmt: skip
 QUALITY_CURVE_COLUMNS = [
     "workload", "device", "batch_size", "point", "epoch", "repeats", "train_seconds",
@@ -208,7 +193,9 @@ def _direction(target: dict | None) -> str:
     return "≥" if target["higher_is_better"] else "≤"
 
 
-def _judge(device, base, mine: dict | None, ref: dict | None, ratio, disturbed) -> tuple[str, str]:
+def judge(device, base, mine: dict | None, ref: dict | None, ratio, disturbed) -> tuple[str, str]:
+    """(verdict, reason) of ``mine`` against ``ref`` (cell stats; ``device`` and ``base``
+    their labels in the reason) by the rules of the module docstring."""
     if mine is None or mine["repeats"] == 0:
         return INSUFFICIENT, "no ok repeat"
     if not math.isfinite(mine["median_s"]):
@@ -245,7 +232,8 @@ def _judge(device, base, mine: dict | None, ref: dict | None, ratio, disturbed) 
     return result, text
 
 
-def _ratio_columns(is_baseline: bool, mine, ref) -> tuple[dict, Interval | None]:
+def ratio_columns(is_baseline: bool, mine, ref) -> tuple[dict, Interval | None]:
+    """The speedup columns (times sooner, its interval) and the Interval (None: no ratio)."""
     empty = {"speedup_low": np.nan, "speedup_high": np.nan, "speedup_interval": ""}
     if is_baseline:
         return {"speedup": 1.0, **empty}, None
@@ -370,11 +358,11 @@ def time_to_target_table(
                 rows.append({**row, "repeats": 0, "reached": 0, "verdict": INSUFFICIENT,
                              "reason": problem or "no quality curve in this cell's records"})  # fmt: skip
                 continue
-            ratio_cols, ratio = _ratio_columns(device == base, mine, ref)
+            ratio_cols, ratio = ratio_columns(device == base, mine, ref)
             disturbed = cells.disturbed.get((device, batch_size), []) + cells.disturbed.get(
                 (base, batch_size), []
             )
-            verdict, reason = _judge(
+            verdict, reason = judge(
                 device, base, mine, ref, ratio, disturbed if device != base else []
             )
             if (
@@ -389,81 +377,6 @@ def time_to_target_table(
                          "baseline_median_s": ref["median_s"] if ref else np.nan,
                          **ratio_cols, "verdict": verdict, "reason": reason})  # fmt: skip
     return fr.frame(rows, TIME_TO_TARGET_COLUMNS)
-
-
-def backend_of(device: str) -> str:
-    """The backend (with its @hardware) a device column belongs to."""
-    try:
-        parsed = DeviceId.parse(device)
-    except ValueError:
-        return str(device)
-    return parsed.backend + (f"@{parsed.hardware}" if parsed.hardware else "")
-
-
-def _best(cells: _Cells, backend: str) -> tuple[tuple | None, int]:
-    keys = [k for k in cells.keys if backend_of(k[0]) == backend and k in cells.stats]
-    reached = [k for k in keys if math.isfinite(cells.stats[k]["median_s"])]
-    if not reached:
-        return None, len(keys)
-    return min(reached, key=lambda k: (cells.stats[k]["median_s"], k[1], k[0])), len(keys)
-
-
-def best_setting_table(
-    quality: pd.DataFrame | None,
-    runs: pd.DataFrame,
-    baselines: fr.Baselines,
-    targets: Mapping[str, Mapping | None],
-    workloads: list[str],
-) -> pd.DataFrame:
-    """The ``best_setting`` table; see the module docstring."""
-    rows = []
-    for workload, cells in workload_cells(quality, runs, targets, workloads):
-        base_device = fr.baseline_of(baselines, workload)
-        base_backend = backend_of(base_device) if base_device else None
-        backends = sorted(
-            {backend_of(d) for d, _ in cells.keys}, key=lambda b: (b != base_backend, b)
-        )
-        ref_key, _ = _best(cells, base_backend) if base_backend else (None, 0)
-        ref = cells.stats.get(ref_key) if ref_key else None
-        problem = cells.unusable_reason()
-        for backend in backends:
-            key, candidates = _best(cells, backend)
-            row = {"workload": workload, "backend": backend, "candidates": candidates,
-                   **cells.target_columns(), "baseline_backend": base_backend,
-                   "baseline_device": ref_key[0] if ref_key else None,
-                   "baseline_batch_size": ref_key[1] if ref_key else None,
-                   "baseline_median_s": ref["median_s"] if ref else np.nan,
-                   "note": f"the shortest median of {fr.plural(candidates, 'setting')}; the "
-                   "interval does not account for the choice"}  # fmt: skip
-            if problem is not None:
-                rows.append({**row, "verdict": INSUFFICIENT, "reason": problem})
-                continue
-            if key is None:
-                rows.append({**row, "verdict": NOT_REACHED,
-                             "reason": f"no setting of {backend} reaches the target in the median repeat"})  # fmt: skip
-                continue
-            mine = cells.stats[key]
-            label = f"{key[0]} bs {key[1]}"
-            ratio_cols, ratio = _ratio_columns(backend == base_backend, mine, ref)
-            censored = ""
-            if backend == base_backend:
-                verdict, reason = BASELINE, ""
-            elif ref is None:
-                verdict = INSUFFICIENT
-                reason = f"the baseline {base_backend} reaches the target at none of its settings"
-            else:
-                base_label = f"{ref_key[0]} bs {ref_key[1]}" if ref_key else str(base_backend)
-                disturbed = cells.disturbed.get(key, []) + cells.disturbed.get(ref_key, [])
-                verdict, reason = _judge(label, base_label, mine, ref, ratio, disturbed)
-                censored = words.censored_outcome(backend, str(base_backend), mine, ref)
-            rows.append({**row, "device": key[0], "batch_size": key[1],
-                         **{k: mine[k] for k in ("repeats", "reached", "median_s", "low", "high",
-                                                 "interval", "wall_median_s", "samples_median")},
-                         **ratio_cols, "verdict": verdict, "reason": reason,
-                         "_censored": censored})  # fmt: skip
-    for row in rows:
-        row["summary"] = words.summary(row, row.pop("_censored", ""))
-    return fr.frame(rows, BEST_SETTING_COLUMNS)
 
 
 def quality_curve_table(

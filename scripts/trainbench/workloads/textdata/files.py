@@ -34,8 +34,8 @@ def load_goemotions(folder: str | Path, split: str) -> TextDataset:
         if subs:
             hint = f" (it has label sets {subs}: point at one of them, e.g. {folder / subs[0]})"
         raise FileNotFoundError(
-            f"{folder}: no labels.txt and {split}.tsv{hint}; point {CONFIG_KEY}.path at "
-            f"{GOEMOTIONS_FOLDER}"
+            f"{folder}: no labels.txt and {split}.tsv; point {CONFIG_KEY}.path at "
+            f"{GOEMOTIONS_FOLDER}{hint}"
         )
     label_names = [line.strip() for line in labels_file.read_text().splitlines() if line.strip()]
     frame = pd.read_csv(
