@@ -214,6 +214,19 @@ def test_time_to_target_where_both_sides_reached():
     assert row["line"].endswith("; reaches accuracy ≥ 0.8 2x sooner (2–2x): sooner")
 
 
+def test_time_to_target_where_the_baseline_side_mostly_never_reached_it():
+    old, new = side([100, 101, 102]), side([130, 131, 132], NEW)
+    quality = pd.DataFrame(
+        _quality(old, [AT_2, NEVER, NEVER], 10.0) + _quality(new, [AT_2] * 3, 5.0)
+    )
+    row = comparison_table(pd.DataFrame(old + new), quality, targets=TARGET).iloc[0]
+    assert math.isinf(row["ttt_ratio"]) and math.isinf(row["ttt_baseline_median_s"])
+    assert (row["ttt_baseline_reached"], row["ttt_baseline_repeats"]) == (1, 3)
+    # no "inf x sooner": the counts say what happened, the interval stays the verdict's
+    assert "∞x sooner" not in row["line"].replace("–∞x sooner", "")
+    assert "in 3 of 3 repeats, torch 2.5.1 in 1 of 3, whose median repeat did not" in row["line"]
+
+
 def test_time_to_target_with_a_censored_repeat():
     row = _with_targets([AT_2, AT_2, NEVER])
     assert row["ttt_median_s"] == pytest.approx(10.0)
@@ -221,11 +234,17 @@ def test_time_to_target_with_a_censored_repeat():
     assert row["ttt_low"] == 0.0 and row["ttt_high"] == pytest.approx(2.0)  # 20 / inf … 20 / 10
     assert "censored" in row["ttt_interval"]
     assert row["ttt_verdict"] == "no clear difference"
+    assert (row["ttt_reached"], row["ttt_repeats"]) == (2, 3)
+    assert row["line"].endswith(
+        "; reaches accuracy ≥ 0.8 2x sooner (0–2x), in 2 of 3 repeats, torch 2.5.1 in 3 of 3: "
+        "no clear difference"
+    )
     not_reached = _with_targets([AT_2, NEVER, NEVER])
     assert math.isinf(not_reached["ttt_median_s"])
     assert not_reached["ttt_verdict"] == "not reached"
     assert not_reached["line"].endswith(
-        "; does not reach accuracy ≥ 0.8 in the median repeat: not reached"
+        "; reaches accuracy ≥ 0.8 in 1 of 3 repeats, torch 2.5.1 in 3 of 3: its median "
+        "repeat does not (not reached)"
     )
 
 

@@ -117,3 +117,32 @@ def test_schema_defaults_match_the_paper_defaults():
     assert props["paper_wide_in"]["default"] == defaults.wide_in
     assert props["font_pt"]["default"] == defaults.font_pt
     assert props["max_height_in"]["default"] == defaults.max_height_in
+
+
+def test_merged_device_labels_are_wrapped_and_leave_the_panels_room(tmp_path):
+    """Merged results' labels (`cpu@AMD EPYC · torch 2.5.1+cu124`) are wider than a
+    column allows beside a panel: wrapped at their separators, with the height they add,
+    so matplotlib's constrained layout still places the panels (it gives up, with a
+    warning, and lays the legend over them, when tick labels leave no width)."""
+    import warnings
+
+    from trainbench.analysis.figures.paper import wrap_label
+
+    assert wrap_label("cpu@AMD EPYC · torch 2.5.1+cu124", 16) == (
+        "cpu@AMD EPYC\n· torch\n2.5.1+cu124"
+    )
+    assert wrap_label("cuda", 16) == "cuda"
+    tables = _tables()
+    long = {
+        "cpu": "cpu@AMD EPYC 7B13 · torch 2.13.0+cpu",
+        "cuda": "cpu@AMD EPYC 7B13 · torch 2.5.1+cu124",
+    }
+    for frame in tables.values():
+        frame["device"] = frame["device"].map(long)
+    tables["speedup"]["baseline"] = long["cpu"]
+    other = tables["speedup"]["device"] == long["cuda"]
+    tables["speedup"].loc[other, "verdict"] = "no clear difference"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied" fails the test
+        draw_figures(tables, {"speedup": tmp_path / "speedup.pdf"}, paper=PAPER)
+    assert (tmp_path / "speedup.pdf").stat().st_size > 0

@@ -124,10 +124,49 @@ def _panel_columns(fig: Figure) -> int:
     return max(columns, default=1)
 
 
+TICK_LABEL_SHARE = 0.3  # the most of a panel row's width a y tick label may take
+
+
+def wrap_label(text: str, chars: int) -> str:
+    """A long label in lines of at most ``chars`` characters, broken after its parts'
+    separators first (``cpu@AMD EPYC · torch 2.5.1``: before ``@`` and ``·``), never
+    inside a word."""
+    if len(text) <= chars or "\n" in text:
+        return text
+    spaced = text.replace("@", " @").replace(" · ", " ·\u00a0")
+    lines = textwrap.wrap(spaced, chars, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(line.replace("\u00a0", " ").replace(" @", "@") for line in lines)
+
+
+def _wrap_tick_labels(fig: Figure, paper: Paper) -> None:
+    """Y tick labels longer than ``TICK_LABEL_SHARE`` of the width (counted in
+    characters, never text extents) wrapped onto lines: merged results' device labels
+    (``cpu@AMD EPYC · torch 2.5.1+cu124  bs 32``) would otherwise leave a column's panels
+    no width (matplotlib's constrained layout then gives up and the legend lands on the
+    panels)."""
+    columns = max(_panel_columns(fig), 1)
+    width, height = fig.get_size_inches()
+    chars = max(int(width / columns * 72 / (0.55 * paper.font_pt) * TICK_LABEL_SHARE), 12)
+    added = 0.0  # the lines the wrapped labels add, as inches of height
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        if not any(len(label) > chars for label in labels):
+            continue
+        wrapped = [wrap_label(t, chars) for t in labels]
+        ax.yaxis.set_ticks(ax.get_yticks(), labels=wrapped)
+        extra = max(label.count("\n") for label in wrapped)
+        added += extra * len(wrapped) * PAPER_LINE * paper.font_pt / 72
+    if added:  # side-by-side panels share a row's height
+        grown = height + added / columns
+        fig.set_size_inches(width, round(min(grown, paper.max_height_in), 3))
+
+
 def fit_paper(fig: Figure, paper: Paper) -> None:
     """The paper figure's final width: one column, or the text width (``wide_in``,
     LaTeX's figure*) when panels sit side by side (a family that sets devices or
-    batch sizes beside each other); and its legends fitted to that width."""
+    batch sizes beside each other); long tick labels wrapped and its legends fitted to
+    that width."""
     if _panel_columns(fig) > 1:
         fig.set_size_inches(paper.wide_in, fig.get_size_inches()[1])
+    _wrap_tick_labels(fig, paper)
     _fit_legends(fig, paper)

@@ -78,7 +78,8 @@ COMPARISON_COLUMNS = [
     "workload", "machine_device", "hardware", "batch_size", "by", "side", "baseline_side",
     "metric", "repeats", "baseline_repeats", "median", "baseline_median", "ratio", "low",
     "high", "interval", "verdict", "reason", "ttt_metric", "ttt_direction", "ttt_target",
-    "ttt_median_s", "ttt_baseline_median_s", "ttt_ratio", "ttt_low", "ttt_high",
+    "ttt_median_s", "ttt_baseline_median_s", "ttt_reached", "ttt_repeats",
+    "ttt_baseline_reached", "ttt_baseline_repeats", "ttt_ratio", "ttt_low", "ttt_high",
     "ttt_interval", "ttt_verdict", "line",
 ]  # fmt: skip
 BY_SOFTWARE, BY_FOLDER, BY_NONE = "software", "folder", "none"
@@ -258,7 +259,10 @@ def _ttt_columns(found, key: tuple, side: str, base: str, disturbed: set[str]) -
     return {
         "ttt_metric": target["metric"], "ttt_direction": "≥" if target["higher_is_better"] else "≤",
         "ttt_target": target["value"], "ttt_median_s": time_interval(times).estimate,
-        "ttt_baseline_median_s": time_interval(base_times).estimate, "ttt_ratio": ratio.estimate,
+        "ttt_baseline_median_s": time_interval(base_times).estimate,
+        "ttt_reached": int(np.isfinite(times).sum()), "ttt_repeats": int(times.size),
+        "ttt_baseline_reached": int(np.isfinite(base_times).sum()),
+        "ttt_baseline_repeats": int(base_times.size), "ttt_ratio": ratio.estimate,
         "ttt_low": ratio.low, "ttt_high": ratio.high, "ttt_interval": ratio.kind,
         "ttt_verdict": _ttt_verdict(times, base_times, ratio, shaken),
     }  # fmt: skip
@@ -272,10 +276,20 @@ def _ttt_words(r: Mapping) -> str:
     if not isinstance(verdict, str) or not verdict:
         return ""
     goal = f"{r['ttt_metric']} {r['ttt_direction']} {compact(r['ttt_target'])}"
+    reached = (f"in {r['ttt_reached']} of {r['ttt_repeats']} repeats, {r['baseline_side']} in "
+               f"{r['ttt_baseline_reached']} of {r['ttt_baseline_repeats']}")  # fmt: skip
     if verdict == NOT_REACHED:
-        return f"; does not reach {goal} in the median repeat: {NOT_REACHED}"
+        return f"; reaches {goal} {reached}: its median repeat does not ({NOT_REACHED})"
     span = interval_text(r["ttt_low"], r["ttt_high"])
-    return f"; reaches {goal} {ratio_text(r['ttt_ratio'])} sooner ({span}x): {verdict}"
+    censored = (r["ttt_reached"], r["ttt_baseline_reached"]) != (
+        r["ttt_repeats"],
+        r["ttt_baseline_repeats"],
+    )
+    if not math.isfinite(r["ttt_ratio"]):  # the baseline side's median repeat never reached it
+        return (f"; reaches {goal} {reached}, whose median repeat did not "
+                f"({span}x sooner): {verdict}")  # fmt: skip
+    how = f"{ratio_text(r['ttt_ratio'])} sooner ({span}x)"
+    return f"; reaches {goal} {how}" + (f", {reached}" if censored else "") + f": {verdict}"
 
 
 def comparison_line(r: Mapping) -> str:
