@@ -81,6 +81,24 @@ def test_the_summary_names_the_verdicts_the_warnings_and_the_report(tmp_path):
     assert lines[-1] == f"Report: {tmp_path / 'report.md'}"
 
 
+def test_the_summary_counts_duplicates_and_conflicts_of_merged_folders(tmp_path):
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "duplicates.csv").write_text(
+        "kind,identity,records,kept,dropped,differs\n"
+        + "duplicate,cell a,1,a,b,\n" * 10
+        + "conflict,cell c,2,,c1; c2,result.timed\n"
+    )
+    lines = summary_lines(tmp_path / "report.md")
+    assert (
+        "  10 duplicate records dropped: reached twice through the merged folders, counted once"
+        in lines
+    )
+    assert any(line.startswith("  ⚠️ 1 conflict: ") for line in lines)
+    (tables / "duplicates.csv").write_text("kind,identity,records,kept,dropped,differs\n")
+    assert not any("duplicate" in line for line in summary_lines(tmp_path / "report.md"))
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_the_console_of_a_run_is_one_line_per_job_and_a_summary(tmp_path):

@@ -127,6 +127,25 @@ def _count(text: str) -> int:
     return int(float(text)) if text.strip() else 0
 
 
+def _merge_lines(rows: list[dict]) -> list[str]:
+    """How many records merged results folders reached twice (counted once), and how
+    many conflicts were left out (``duplicates.csv``, rule aggregate)."""
+    kinds = Counter(r.get("kind") for r in rows)
+    lines = []
+    if kinds["duplicate"]:
+        lines.append(
+            f"  {kinds['duplicate']} duplicate record{'s' * (kinds['duplicate'] != 1)} "
+            "dropped: reached twice through the merged folders, counted once"
+        )
+    if kinds["conflict"]:
+        lines.append(
+            f"  ⚠️ {kinds['conflict']} conflict{'s' * (kinds['conflict'] != 1)}: records "
+            "claiming one cell, repeat, run seed, code and start with different contents, "
+            "left out (see the report)"
+        )
+    return lines
+
+
 def summary_lines(report_path: str | Path) -> list[str]:
     """The closing summary: record counts, the verdicts, the warnings, the report."""
     tables = Path(report_path).parent / "tables"
@@ -138,6 +157,7 @@ def summary_lines(report_path: str | Path) -> list[str]:
             f"{_count(row[k])} {k}" for k in ("ok", "failed", "unavailable") if _count(row[k])
         ]
         lines.append(f"{_count(row['records'])} run records: {', '.join(counts)}.")
+    lines += _merge_lines(_rows(tables / "duplicates.csv"))
     shown = [r for r in _rows(tables / "verdicts.csv") if r["status"] != "unavailable"]
     for row in shown[:SUMMARY_VERDICTS]:
         line = f"  {row['symbol']} {row['workload']} on {row['device']}: {row['text']}"
