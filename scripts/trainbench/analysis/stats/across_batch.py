@@ -8,8 +8,8 @@ at all. This table compares such a device's training speed at its own setting wi
 baseline's at its own: a comparison **across batch sizes**, labelled so and kept apart
 from the same-batch verdict (a larger batch is faster per sample on most devices, so the
 ratio says which setting trains faster, not which device). Time to target at each
-backend's best setting, the other comparison across batch sizes, is ``best_setting``'s
-(:mod:`.targets`); this table does not repeat it.
+device's best setting, the other comparison across batch sizes, is ``best_setting``'s
+(:mod:`.best_setting`); this table does not repeat it.
 
 **Which pairs.** Per training workload and device D other than the baseline B: D's own
 sizes are those D ran and B did not; B's own sizes those B ran and D did not (all of B's
