@@ -75,12 +75,30 @@ def test_the_own_folder_included_and_a_copy_keep_the_own_records(tmp_path):
     assert notes["records"].sum() == 4 and set(notes["kept"]) == set(own)
 
 
-def test_a_conflicting_copy_is_left_out_with_its_original_and_named(tmp_path):
-    """The user's case: a copy marked as made by torch 2.5.1 beside the originals is
-    neither pooled nor a second software: both are out, and duplicates.csv names them."""
+def test_a_copy_marked_as_another_torch_is_that_software_s_record_never_pooled(tmp_path):
+    """The user's case: a copy of the records marked as made by torch 2.5.1 beside the
+    originals is neither pooled with them nor counted twice: it claims another software,
+    so it is that software's record, split into a device of its own."""
     own = folder(tmp_path, "own", [record(0), record(1), record(2)])
-    edited = record(1)
-    edited["environment"]["torch_version"] = "2.5.1"
+    marked = [record(rep) for rep in range(3)]
+    for rec in marked:
+        rec["environment"]["torch_version"] = "2.5.1"
+    copy = folder(tmp_path, "copy", marked)
+    t = write(tmp_path, own, copy, folders=[tmp_path / "copy"])
+    runs = t["runs"]
+    assert len(runs) == 6 and t["duplicates"].empty
+    sides = runs.groupby("software")["rep"].apply(sorted).to_dict()
+    assert len(sides) == 2 and "torch 2.5.1" in sides
+    assert all(reps == [0, 1, 2] for reps in sides.values())
+    assert runs["device"].nunique() == 2  # never one median
+    assert set(t["software"]["split"]) >= {"split"}
+
+
+def test_a_conflicting_copy_is_left_out_with_its_original_and_named(tmp_path):
+    """A copy whose numbers were edited after the run claims the original's identity:
+    nothing tells which is true, so neither is in any table, and both are named."""
+    own = folder(tmp_path, "own", [record(0), record(1), record(2)])
+    edited = record(1, rate=150.0)
     copy = folder(tmp_path, "copy", [record(0), edited])
     t = write(tmp_path, own, copy, folders=[tmp_path / "copy"])
     runs = t["runs"]
@@ -90,7 +108,7 @@ def test_a_conflicting_copy_is_left_out_with_its_original_and_named(tmp_path):
     conflict = t["duplicates"].set_index("kind").loc["conflict"]
     assert conflict["records"] == 2 and conflict["kept"] == ""
     assert set(conflict["dropped"].split("; ")) == {own[1], copy[1]}
-    assert conflict["differs"] == "environment.torch_version"
+    assert "result.timed.samples_per_s" in conflict["differs"]
     duplicate = t["duplicates"].set_index("kind").loc["duplicate"]
     assert duplicate["kept"] == own[0] and duplicate["dropped"] == copy[0]
 
@@ -155,8 +173,7 @@ def test_the_report_says_what_merging_dropped_split_and_left_out(tmp_path):
     from trainbench.analysis.report import render_report
 
     own = folder(tmp_path, "own", [record(0), record(1)])
-    edited = record(1)
-    edited["environment"]["torch_version"] = "2.5.1"
+    edited = record(1, rate=150.0)
     copy = folder(tmp_path, "copy", [record(0), edited])
     write(tmp_path, own, copy + copy, folders=[tmp_path / "copy"])
     tables = tmp_path / "tables"
@@ -166,5 +183,5 @@ def test_the_report_says_what_merging_dropped_split_and_left_out(tmp_path):
     )
     assert "**2 duplicate records dropped** (the same cell, repeat, run seed, code" in text
     assert "**1 conflict between record files**" in text and f"`{own[1]}`" in text
-    assert "environment.torch_version" in text
-    assert "Software of the merged records" not in text  # one software left
+    assert "result.timed.samples_per_s" in text
+    assert "Software of the merged records" not in text  # one software

@@ -4,9 +4,12 @@ a copy of a folder beside its original — and a record must never be averaged w
 
 A record's **identity** is its cell (workload, device, batch size, repeat), its run seed
 (``environment.run_seed``, else ``spec.run_seed``), the code that made it
-(``environment.code.source_sha256``, else its label) and its start (the first attempt's
-``started_at``/``started_unix``): two runs of one cell never share a start. Files of one
-identity (or, where a record names no start, of one content) are
+(``environment.code.source_sha256``, else its label), the software and machine it says it
+ran with (torch version, behaviour variables, CPU model, device name: a record that
+claims another torch is another software's record, split apart by
+:mod:`.software`, never one of this one's duplicates or conflicts) and its start (the
+first attempt's ``started_at``/``started_unix``): two runs of one cell never share a
+start. Files of one identity (or, where a record names no start, of one content) are
 
 * **duplicates** when their parsed JSON is equal: one is kept (this run's own record
   first, else the first path sorted) and the others are dropped and counted;
@@ -57,8 +60,9 @@ def _start(record: Mapping) -> str | None:
 
 
 def identity_of(record: Mapping) -> tuple | None:
-    """(workload, device, batch size, repeat, run seed, code, start); None where the
-    record names no start (then only an equal content makes a duplicate)."""
+    """(workload, device, batch size, repeat, run seed, code, torch, behaviour variables,
+    CPU model, device name, start); None where the record names no start (then only an
+    equal content makes a duplicate)."""
     start = _start(record)
     if start is None:
         return None
@@ -69,7 +73,14 @@ def identity_of(record: Mapping) -> tuple | None:
     seed = env.get("run_seed", spec.get("run_seed"))
     source = code.get("source_sha256") or code.get("label") or env.get("git_commit")
     cells = (cell.get("workload"), cell.get("device"), cell.get("batch_size"), cell.get("rep"))
-    return (*cells, seed, source, start)
+    device = env.get("device") if isinstance(env.get("device"), Mapping) else {}
+    ran_with = (
+        env.get("torch_version"),
+        json.dumps(env.get("behaviour_variables"), sort_keys=True, default=str),
+        env.get("cpu_model"),
+        device.get("name"),
+    )
+    return (*cells, seed, source, *ran_with, start)
 
 
 def identity_text(record: Mapping) -> str:
