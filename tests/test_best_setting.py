@@ -67,6 +67,18 @@ def test_a_cpu_only_run_says_the_cpus_own_time_to_target(tmp_path):
     assert report == [f"⏱ `image_cnn`: {said}"]
 
 
+def test_the_baseline_s_own_time_says_a_disturbed_repeat():
+    """No verdict to withhold, but a time measured while another process took the
+    cores is said to be read with care."""
+    quality, runs = _tables([("cpu", 32, REACHES_AT_2, 10.0)])
+    runs.loc[runs["rep"] == 1, "disturbed"] = True
+    (row,) = best_setting_table(quality, runs, {"image_cnn": "cpu"}, TARGET, ["image_cnn"])[
+        ["summary", "verdict"]
+    ].to_dict("records")
+    assert row["verdict"] == "baseline"
+    assert row["summary"].endswith("; disturbed repeats: cpu rep 1: read with care")
+
+
 def test_a_thread_variant_is_compared_with_the_baseline_variant():
     quality, runs = _tables([
         ("cpu-t1", 16, REACHES_AT_2, 10.0), ("cpu-t1", 64, SLOW_BIG, 8.0),  # 20 s, 24 s

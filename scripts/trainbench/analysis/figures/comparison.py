@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from trainbench.analysis.figures import data
+from trainbench.analysis.figures.speedup import VERDICT_COLORS  # one palette for verdicts
 from trainbench.analysis.figures.style import (
     LEGEND_W,
     Style,
@@ -36,13 +37,6 @@ EMPTY = (
     "no comparison: no device of the merged records has two sides (software or results "
     "folder), or aggregate.compare.by is none (the comparison table is empty)"
 )
-VERDICT_COLORS = {
-    "faster": "#1e7b34",
-    "slower": "#b42318",
-    "no clear difference": "#444444",
-    "insufficient data": "#8a6100",
-    "disturbed": "#8a6100",
-}
 DOT = "#3b5b92"
 
 

@@ -98,8 +98,14 @@ def _compare(cells, device, key, ref_key, base) -> tuple[str, str, str, dict]:
     cell ``key`` against the baseline's best ``ref_key``."""
     mine, ref = cells.stats[key], cells.stats.get(ref_key) if ref_key else None
     ratio_cols, ratio = ratio_columns(device == base, mine, ref)
-    if device == base:
-        return BASELINE, "", "", ratio_cols
+    if device == base:  # its own time, no verdict: a disturbed repeat is still said
+        shaken = cells.disturbed.get(key, [])
+        return (
+            BASELINE,
+            ("disturbed repeats: " + ", ".join(shaken)) if shaken else "",
+            "",
+            ratio_cols,
+        )
     if base is None:
         return INSUFFICIENT, "no baseline device for this workload", "", ratio_cols
     if ref is None:

@@ -167,7 +167,7 @@ def summary(row: dict, censored: str = "", alone: bool = False) -> str:
         return _compared(row, censored)
     goal = f"{row['metric']} {row['direction']} {compact(row['target'])}"
     reached = f"{who} reaches {goal} in {own_time(row)}"
-    if verdict == BASELINE:
-        return reached
+    if verdict == BASELINE:  # the reason names disturbed repeats, where there were any
+        return f"{reached}; {row['reason']}: read with care" if row.get("reason") else reached
     against = f"vs {base} at their best settings: " if base else ""
     return f"{reached}; {against}{verdict} ({row['reason']})"
