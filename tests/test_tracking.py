@@ -497,3 +497,62 @@ def test_training_runs_with_the_setup_heap_frozen_and_says_so(monkeypatch):
     assert min(counts) > 0  # every step ran with the set-up's objects frozen
     assert gc.get_freeze_count() == 0  # and they are unfrozen after the timed regions
     assert "gc.freeze" in result["settings"]["garbage_collection"]
+
+
+class _Encoder(nn.Module):
+    """nn.TransformerEncoder's first Linear (self_attn.out_proj) never runs as a module:
+    MultiheadAttention uses its weight directly."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(x).mean(1))
+
+
+def _autocast_step(model, x, amp):
+    from trainbench.measure.trackers import AutocastProbe, autocast_facts
+
+    probe = AutocastProbe(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp.enabled):
+        flag = torch.is_autocast_enabled("cpu")
+        model(x).float().sum().backward()
+    probe.remove()
+    return autocast_facts(amp, flag, probe), probe
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_autocast_probe_sees_a_transformer_encoder(enabled):
+    """Under autocast (bf16 on the CPU, as on CUDA) a transformer encoder is active; the
+    probe once hooked only out_proj, which never runs, and called it not active."""
+    torch.manual_seed(0)
+    model = _Encoder()
+    amp = AmpPolicy(enabled, "bfloat16" if enabled else None, False, "test")
+    facts, probe = _autocast_step(model, torch.randn(4, 8, 16), amp)
+    assert facts["autocast_active"] is enabled
+    assert facts["autocast_output_dtype"] == ("bfloat16" if enabled else "float32")
+    assert facts["autocast_probe_layer"] == "encoder.layers.0.self_attn"
+    assert probe._handles == []  # removed: nothing stays on the timed steps
+    assert not any(m._forward_hooks for m in model.modules())
+
+
+def test_autocast_probe_without_a_probed_layer_reads_the_flag():
+    """A model of functional ops only: no layer answers, so the flag alone decides, and
+    the record says so (never "not active" for want of a layer)."""
+
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(16, 2))
+
+        def forward(self, x):
+            return x @ self.w
+
+    amp = AmpPolicy(True, "bfloat16", False, "test")
+    facts, _ = _autocast_step(Functional(), torch.randn(4, 16), amp)
+    assert facts["autocast_active"] is True
+    assert facts["autocast_output_dtype"] is None and facts["autocast_probe_layer"] is None
+    assert facts["autocast_probe"].startswith("no Linear")

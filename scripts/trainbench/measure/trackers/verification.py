@@ -4,6 +4,7 @@ really ran, and which warnings (MPS CPU fallback, autocast disabled) were raised
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Iterator
@@ -99,41 +100,68 @@ def capture_warnings() -> Iterator[WarningLog]:
             torch.set_warn_always(previous)
 
 
+def _probed_layers() -> tuple[type, ...]:
+    import torch
+
+    nn = torch.nn
+    return (
+        nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d,
+        nn.ConvTranspose2d, nn.ConvTranspose3d, nn.MultiheadAttention, nn.RNNBase,
+    )  # fmt: skip
+
+
 class AutocastProbe:
-    """Records the output dtype of the first Linear/Conv layer during one step, to
-    prove autocast really ran (MPS can disable it silently)."""
+    """Records, during one step, the output dtype of the first layer autocast casts
+    (Linear, convolution, attention or RNN) that runs, to prove autocast really ran
+    (MPS can disable it silently). Every such layer is watched, not only the first
+    one defined: a layer defined but never called (nn.MultiheadAttention's out_proj,
+    whose weight it uses without calling it, is the first Linear of every
+    nn.TransformerEncoder) would leave the probe blind and autocast reported as not
+    active. ``layer`` names the one that answered; None when none ran."""
 
     def __init__(self, model):
-        import torch
-
         self.dtype = None
-        self._handle = None
-        for module in model.modules():
-            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d, torch.nn.Conv1d)):
-                self._handle = module.register_forward_hook(self._hook)
-                break
+        self.layer: str | None = None
+        self._handles = [
+            module.register_forward_hook(functools.partial(self._hook, name))
+            for name, module in model.named_modules()
+            if isinstance(module, _probed_layers())
+        ]
 
-    def _hook(self, module, inputs, output) -> None:
+    def _hook(self, name: str, module, inputs, output) -> None:
         import torch
 
-        if self.dtype is None and isinstance(output, torch.Tensor):
-            self.dtype = output.dtype
+        first = output[0] if isinstance(output, (tuple, list)) and output else output
+        if self.dtype is None and isinstance(first, torch.Tensor) and first.is_floating_point():
+            self.dtype = first.dtype
+            self.layer = name or type(module).__name__
 
     def remove(self) -> None:
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
 
 
 def autocast_facts(amp, autocast_flag: bool | None, probe: AutocastProbe) -> dict:
-    """Autocast requested vs really active in step 0 (flag inside the region and the
-    first layer's output dtype)."""
+    """Autocast requested vs really active in step 0: the flag inside the region and
+    the output dtype of the first layer autocast casts that ran (its name beside it).
+    Where no such layer ran (a model of functional ops only), the flag alone decides
+    and ``autocast_probe`` says so."""
     import torch
 
     wanted = getattr(torch, amp.dtype) if amp.enabled else None
+    seen = probe.dtype is not None
     return {
         "autocast_requested": amp.enabled,
         "autocast_enabled_in_region": bool(autocast_flag),
-        "autocast_output_dtype": str(probe.dtype).replace("torch.", "") if probe.dtype else None,
-        "autocast_active": bool(amp.enabled and autocast_flag and probe.dtype == wanted),
+        "autocast_output_dtype": str(probe.dtype).replace("torch.", "") if seen else None,
+        "autocast_probe_layer": probe.layer,
+        "autocast_probe": "the output dtype of the first Linear, convolution, attention or "
+        "RNN layer to run in step 0, and the autocast flag inside the step"
+        if seen
+        else "no Linear, convolution, attention or RNN layer ran in step 0: the autocast "
+        "flag inside the step alone",
+        "autocast_active": bool(
+            amp.enabled and autocast_flag and (probe.dtype == wanted if seen else True)
+        ),
     }
