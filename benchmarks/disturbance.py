@@ -6,7 +6,12 @@
 Every device's cells run under each condition (quiet, a busy loop on each of the cell's
 CPUs, a busy loop on every CPU, and on CUDA another process's matmuls on the same GPU),
 one at a time, through the launcher. Writes benchmarks/results/disturbance-<date>.json
-and .md (or --out). The logic is in scripts/trainbench/bench/disturbance.py.
+and .md (or --out) after every cell, so a run stopped by a time limit keeps the cells
+it finished (``"complete": false``). A run whose results file was lost can be written
+from its printed lines, which carry each cell's condition, device, repeat, outcome,
+share and reason (``--from-log LOG --machine-of JSON``: the machine and code of another
+results file made on the same machine at the same code; the other fields are absent).
+The logic is in scripts/trainbench/bench/disturbance.py.
 """
 
 from __future__ import annotations
@@ -54,11 +59,23 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--conditions", nargs="+", default=list(db.CONDITIONS))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--from-log", type=Path, help="a run's printed lines (no cell runs)")
+    parser.add_argument("--machine-of", type=Path, help="with --from-log: a results file")
     args = parser.parse_args()
-    config, devices = db.bench_config(CONFIG, args.devices)
     made = dt.datetime.now(dt.UTC)
     out = args.out or HERE / "results" / f"disturbance-{made:%Y-%m-%d}.json"
+    if args.from_log:
+        return from_log(args, made, out)
+    config, devices = db.bench_config(CONFIG, args.devices)
+    command = shlex.join(["python", "benchmarks/disturbance.py", *sys.argv[1:]])
+    code = code_identity(git_commit())["label"]
     rows: list[dict] = []
+
+    def done(r: dict) -> None:
+        rows.append(r)
+        print(db.line(r), flush=True)
+        write(out, results(made, command, code, db.machine_words(), rows, complete=False))
+
     with tempfile.TemporaryDirectory(prefix="disturbance-") as root:
         data = prepare_data(config, [db_job("image_cnn")], Path(root))["image_cnn"]
         calls = [
@@ -68,18 +85,43 @@ def main() -> int:
             for device in devices
             if condition != db.GPU_NEIGHBOUR or device.startswith("cuda")
         ]
-        run_in_workers(db.run_one, calls, 1, lambda r: (rows.append(r), print(_line(r))))
-    results = {
+        run_in_workers(db.run_one, calls, 1, done)
+    write(out, results(made, command, code, db.machine_words(), rows, complete=True))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
+    return 0
+
+
+def results(made, command: str, code: str, machine: str, rows: list[dict], complete: bool,
+            **more) -> dict:  # fmt: skip
+    return {
         "made_at": made.isoformat(timespec="seconds"),
-        "command": shlex.join(["python", "benchmarks/disturbance.py", *sys.argv[1:]]),
-        "code": code_identity(git_commit())["label"],
-        "machine": db.machine_words(),
+        "command": command,
+        "code": code,
+        "machine": machine,
+        "complete": complete,
+        **more,
         "summary": db.summarize(rows),
         "rows": rows,
     }
-    atomic_write_text(out, json.dumps(results, indent=1) + "\n")
-    atomic_write_text(out.with_suffix(".md"), db.markdown(results))
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+
+
+def write(out: Path, data: dict) -> None:
+    atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    atomic_write_text(out.with_suffix(".md"), db.markdown(data))
+
+
+def from_log(args: argparse.Namespace, made: dt.datetime, out: Path) -> int:
+    """The results file of a run whose own was lost, from its printed lines."""
+    if args.machine_of is None:
+        sys.exit("--from-log needs --machine-of: a results file of the same machine and code")
+    other = json.loads(args.machine_of.read_text())
+    rows = db.rows_from_log(args.from_log.read_text())
+    command = f"printed lines of a run on the machine and code of {args.machine_of.name}"
+    data = results(made, command, other["code"], other["machine"], rows, complete=False,
+                   rows_from="the run's printed lines: condition, device, rep, status, "
+                   "flagged, share and reason only")  # fmt: skip
+    write(out, data)
+    print(f"wrote {out} and {out.with_suffix('.md')} ({len(rows)} cells from the log)")
     return 0
 
 
@@ -87,15 +129,6 @@ def db_job(workload: str):
     from types import SimpleNamespace
 
     return SimpleNamespace(workload=workload)
-
-
-def _line(r: dict) -> str:
-    share = r["cell_cpu_others_share"]
-    return (
-        f"{r['condition']:14} {r['device']:7} rep {r['rep']} {r['status']:6} "
-        f"flagged={r['flagged']!s:5} share={'-' if share is None else f'{share:.1%}'} "
-        f"{r['reason'] or r['error'] or ''}"
-    )
 
 
 if __name__ == "__main__":

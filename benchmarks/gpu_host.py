@@ -1,13 +1,14 @@
 """The GPU-host sweep's results file from two workflow runs and the injection benchmark.
 
 On the GPU host, twice (see benchmarks/suites/gpu-host.yaml):
-    .venv/bin/snakemake --cores 16 results/gpu-host-1/tables/runs.csv \
+    .venv/bin/snakemake --cores $(nproc) results/gpu-host-1/tables/runs.csv \
         --configfile benchmarks/suites/gpu-host.yaml --config run_name=gpu-host-1
-    python benchmarks/disturbance.py --devices cpu-t1 cpu cuda --reps 2 --out D.json
+    python benchmarks/disturbance.py --devices cuda cpu-t1 --reps 2 --out D.json
 then, with the records anywhere (the analysis needs no GPU):
+    printf 'aggregate:\n  records_only: true\n' > records-only.yaml
     .venv/bin/snakemake --cores 2 results/gpu-host-1/report.md \
-        --configfile benchmarks/suites/gpu-host.yaml --config run_name=gpu-host-1 \
-        aggregate='{records_only: true}'
+        --configfile benchmarks/suites/gpu-host.yaml records-only.yaml \
+        --config run_name=gpu-host-1
     python benchmarks/gpu_host.py results/gpu-host-1 results/gpu-host-2 --disturbance D.json
 Writes benchmarks/results/gpu-host-<date>.json and .md (or --out). The logic is in
 scripts/trainbench/bench/gpu_host.py.
@@ -44,11 +45,17 @@ def main() -> int:
         "runs": runs,
         # two runs of the same config agree or not; with one, nothing to compare
         "agreement": gh.agreement(runs[0], runs[1]) if len(runs) == 2 else None,
-        "injected": [e for d in injections for e in gh.injected(d)],
+        "injected": gh.injected(injections),
         "injected_from": [
-            {"command": d.get("command"), "machine": d.get("machine"), "code": d.get("code")}
-            for d in injections
-        ],  # fmt: skip
+            {
+                "file": path.name,
+                "command": d.get("command"),
+                "machine": d.get("machine"),
+                "code": d.get("code"),
+                "complete": d.get("complete"),
+            }
+            for path, d in zip(args.disturbance, injections, strict=True)
+        ],
     }
     path = args.out or HERE / "results" / f"gpu-host-{made:%Y-%m-%d}.json"
     atomic_write_text(path, json.dumps(out, indent=1, default=float) + "\n")

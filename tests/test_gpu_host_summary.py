@@ -10,7 +10,7 @@ import pytest
 from trainbench.bench import disturbance, gpu_host
 
 
-def _run(folder: Path, verdicts: dict, shares=(0.01, 0.02, 0.03)) -> Path:
+def _run(folder: Path, verdicts: dict, shares=(0.01, 0.02, 0.03), overall=None) -> Path:
     tables = folder / "tables"
     tables.mkdir(parents=True)
     rows = [{"workload": w, "batch_size": 32, "device": "cpu", "baseline": "cpu",
@@ -21,6 +21,11 @@ def _run(folder: Path, verdicts: dict, shares=(0.01, 0.02, 0.03)) -> Path:
                      "verdict": verdict, "reason": "why", "speedup": speedup,
                      "speedup_low": speedup * 0.9, "speedup_high": speedup * 1.1})  # fmt: skip
     pd.DataFrame(rows).to_csv(tables / "speedup.csv", index=False)
+    overall = [{"workload": w, "device": d, "status": "baseline" if d == "cpu" else status,
+                "first_failing": "" if d == "cpu" else why}
+               for w, (status, why) in (overall or {}).items() for d in ("cpu", "cuda")]  # fmt: skip
+    columns = ["workload", "device", "status", "first_failing"]
+    pd.DataFrame(overall, columns=columns).to_csv(tables / "verdicts.csv", index=False)
     runs = [{"rep": rep, "backend": "cuda", "status": "ok", "other_cpu_cores": 0.1 * (rep + 1),
              "cell_cpu_others_share": share, "disturbed": False}
             for rep, share in enumerate(shares)]  # fmt: skip
@@ -29,8 +34,9 @@ def _run(folder: Path, verdicts: dict, shares=(0.01, 0.02, 0.03)) -> Path:
 
 
 def test_reached_withheld_and_agreement(tmp_path):
+    overall = {"cnn": ("working", ""), "mlp": ("insufficient data", "parity insufficient data")}
     one = gpu_host.run_summary(
-        _run(tmp_path / "a", {"cnn": ("faster", 10.0), "mlp": ("disturbed", 3.0)})
+        _run(tmp_path / "a", {"cnn": ("faster", 10.0), "mlp": ("disturbed", 3.0)}, overall=overall)
     )
     two = gpu_host.run_summary(
         _run(tmp_path / "b", {"cnn": ("faster", 11.5), "mlp": ("faster", 3.0)})
@@ -44,6 +50,12 @@ def test_reached_withheld_and_agreement(tmp_path):
     assert agreed["differing_verdicts"] == [["mlp", "cuda", 32]]
     assert agreed["max_median_difference"] == pytest.approx(0.15)
     assert agreed["max_median_difference_at"] == ["cnn", "cuda", 32]
+    assert one["overall"] == [
+        {"workload": "cnn", "device": "cuda", "status": "working", "decided_by": ""},
+        {"workload": "mlp", "device": "cuda", "status": "insufficient data",
+         "decided_by": "parity insufficient data"},
+    ]  # fmt: skip
+    assert two["overall"] == []
     assert [r["round"] for r in one["rounds"]] == [0, 1, 2]
     assert one["rounds"][2]["other_cpu_cores_machine"] == [0.3, 0.3]
     assert "mlp cuda bs 32 (disturbed: why)" in gpu_host.markdown(
@@ -63,7 +75,36 @@ def test_injected_counts_per_condition_and_device():
         "quiet": {"cuda": {"cells": 1, "flagged": 0}},
         "hog_cell_cpus": {"cuda": {"cells": 2, "flagged": 2}},
     }
-    assert gpu_host.injected({"summary": summary}) == [
-        {"kind": "quiet", "device": "cuda", "cells": 1, "flagged": 0},
-        {"kind": "hog_cell_cpus", "device": "cuda", "cells": 2, "flagged": 2},
+    machine = "16 logical CPUs, NVIDIA H200"
+    later = {"summary": {"quiet": {"cuda": {"cells": 2, "flagged": 0}}}, "machine": machine}
+    other = {"summary": {"quiet": {"cuda": {"cells": 4, "flagged": 1}}}, "machine": "2 CPUs"}
+    assert gpu_host.injected([{"summary": summary, "machine": machine}, later, other]) == [
+        {"kind": "quiet", "device": "cuda", "machine": machine, "cells": 3, "flagged": 0},
+        {"kind": "hog_cell_cpus", "device": "cuda", "machine": machine, "cells": 2, "flagged": 2},
+        {"kind": "quiet", "device": "cuda", "machine": "2 CPUs", "cells": 4, "flagged": 1},
     ]
+
+
+def test_rows_read_back_from_printed_lines():
+    """A run stopped before it wrote its file: its printed lines give each cell back."""
+    rows = [
+        {"condition": "quiet", "device": "cuda", "rep": 0, "status": "ok", "error": None,
+         "flagged": False, "reason": None, "cell_cpu_others_share": 0.0021},
+        {"condition": "hog_all_cpus", "device": "cpu-t1", "rep": 1, "status": "ok",
+         "error": None, "flagged": True, "cell_cpu_others_share": 0.499,
+         "reason": "others used 50% of the time of the 1 core the cell uses (CPU 15; limit 10%)"},
+        {"condition": "gpu_neighbour", "device": "cuda", "rep": 0, "status": "failed",
+         "error": "the GPU load did not start", "flagged": False, "reason": None,
+         "cell_cpu_others_share": None},
+    ]  # fmt: skip
+    log = "\n".join(["a line that is not a cell", *map(disturbance.line, rows), "Traceback"])
+    back = disturbance.rows_from_log(log)
+    assert [(r["condition"], r["device"], r["rep"], r["status"], r["flagged"]) for r in back] == [
+        (r["condition"], r["device"], r["rep"], r["status"], r["flagged"]) for r in rows
+    ]
+    assert [r["cell_cpu_others_share"] for r in back] == [0.002, 0.499, None]
+    assert [(r["reason"], r["error"]) for r in back] == [(r["reason"], r["error"]) for r in rows]
+    assert disturbance.summarize(back) == {
+        "quiet": {"cuda": {"cells": 1, "flagged": 0}},
+        "hog_all_cpus": {"cpu-t1": {"cells": 1, "flagged": 1}},
+    }

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,6 +131,47 @@ def row(record: dict, condition: str, device: str, rep: int) -> dict:
     }
 
 
+def line(r: dict) -> str:
+    """One cell's printed line (:func:`rows_from_log` reads it back)."""
+    share = r["cell_cpu_others_share"]
+    return (
+        f"{r['condition']:14} {r['device']:7} rep {r['rep']} {r['status']:6} "
+        f"flagged={r['flagged']!s:5} share={'-' if share is None else f'{share:.1%}'} "
+        f"{r['reason'] or r['error'] or ''}"
+    )
+
+
+_LINE = re.compile(
+    r"^(?P<condition>\w+) +(?P<device>\S+) +rep (?P<rep>\d+) (?P<status>\S+) +"
+    r"flagged=(?P<flagged>True|False) +share=(?P<share>-|[0-9.]+%) ?(?P<said>.*)$"
+)
+
+
+def rows_from_log(text: str) -> list[dict]:
+    """The cells of a run's printed lines (:func:`line`; other lines are skipped): what
+    a line carries (the share to its printed 0.1%), the other fields absent."""
+    rows = []
+    for match in map(_LINE.match, text.splitlines()):
+        if match is None:
+            continue
+        share, said = match["share"], match["said"].strip() or None
+        ok = match["status"] == "ok"
+        rows.append(
+            {
+                "condition": match["condition"],
+                "device": match["device"],
+                "rep": int(match["rep"]),
+                "status": match["status"],
+                "error": None if ok else said,
+                "flagged": match["flagged"] == "True",
+                "reason": said if ok else None,
+                "cell_cpu_others_share": None if share == "-" else float(share[:-1]) / 100,
+                "other_cpu_cores": None,
+            }
+        )
+    return rows
+
+
 def summarize(rows: Sequence[dict]) -> dict:
     """Per condition and device: cells (ok records) and how many were flagged."""
     out: dict[str, dict[str, dict]] = {}
@@ -160,6 +202,13 @@ def markdown(results: dict) -> str:
         f"Command: `{results['command']}`. Code: `{results['code']}`. "
         f"Machine: {results['machine']}.",
         "",
+    ]
+    if results.get("complete") is False:
+        lines += ["Not complete: the run stopped before its last cell; these are the cells "
+                  "it finished.", ""]  # fmt: skip
+    if results.get("rows_from"):
+        lines += [f"Rows from {results['rows_from']}.", ""]
+    lines += [
         "| condition | device | cells | flagged |",
         "|---|---|---|---|",
     ]

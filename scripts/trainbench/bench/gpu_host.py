@@ -2,8 +2,16 @@
 their agreement between two runs, the injected disturbances, and the other CPU time
 measured during cells, by round of repeats.
 
+Two layers of verdicts are kept apart. The **speed verdict** of a comparison
+(``tables/speedup.csv``: faster, slower, no clear difference; or withheld: disturbed,
+insufficient data...) is what the tool's own activity can withhold or skew. The
+report's **overall verdict** (``tables/verdicts.csv``: working, not working,
+insufficient data, disturbed, not faster) adds the verification checks and parity; it
+is listed per comparison, with what decided it, and counted apart.
+
 Everything is read from what the runs published (``tables/speedup.csv``,
-``tables/runs.csv``) and from ``benchmarks/disturbance.py``'s JSON; nothing is typed in.
+``tables/verdicts.csv``, ``tables/runs.csv``) and from ``benchmarks/disturbance.py``'s
+JSON; nothing is typed in.
 """
 
 from __future__ import annotations
@@ -48,6 +56,22 @@ def rounds(results: Path) -> list[dict]:
     return out
 
 
+def overall(results: Path) -> list[dict]:
+    """The report's overall verdict of each comparison (every device but the baseline),
+    with the first check that decided it (empty where it is working)."""
+    table = pd.read_csv(results / "tables" / "verdicts.csv", keep_default_na=False)
+    table = table[table["status"] != "baseline"]
+    return [
+        {
+            "workload": r.workload,
+            "device": r.device,
+            "status": r.status,
+            "decided_by": r.first_failing,
+        }
+        for r in table.itertuples()
+    ]
+
+
 def run_summary(results: Path) -> dict:
     rows = comparisons(results)
     reached = rows["verdict"].isin(REACHED)
@@ -77,6 +101,7 @@ def run_summary(results: Path) -> dict:
             for r in rows.itertuples()
         ],
         "rounds": rounds(results),
+        "overall": overall(results),
     }
 
 
@@ -104,13 +129,27 @@ def agreement(first: Mapping, second: Mapping) -> dict:
     }
 
 
-def injected(disturbance: Mapping) -> list[dict]:
-    """One entry per disturbance kind and device (the quiet condition included)."""
-    return [
-        {"kind": condition, "device": device, "cells": e["cells"], "flagged": e.get("flagged", 0)}
-        for condition, devices in disturbance["summary"].items()
-        for device, e in devices.items()
-    ]
+def injected(disturbances: Sequence[Mapping]) -> list[dict]:
+    """One entry per disturbance kind, device and machine (the quiet condition
+    included), the cells of every results file of that machine added up."""
+    out: dict[tuple, dict] = {}
+    for disturbance in disturbances:
+        for condition, devices in disturbance["summary"].items():
+            for device, e in devices.items():
+                key = (condition, device, disturbance.get("machine"))
+                entry = out.setdefault(
+                    key,
+                    {
+                        "kind": condition,
+                        "device": device,
+                        "machine": key[2],
+                        "cells": 0,
+                        "flagged": 0,
+                    },
+                )
+                entry["cells"] += e["cells"]
+                entry["flagged"] += e.get("flagged", 0)
+    return list(out.values())
 
 
 def markdown(out: Mapping) -> str:
@@ -118,7 +157,7 @@ def markdown(out: Mapping) -> str:
     for i, run in enumerate(out["runs"], 1):
         lines.append(
             f"- run {i} (`{run['results']}`): {run['reached']} of {run['comparisons']} "
-            f"comparisons reached a verdict; withheld: "
+            f"comparisons reached a speed verdict; withheld: "
             + (
                 "; ".join(
                     f"{w['workload']} {w['device']} bs {w['batch_size']} ({w['reason']})"
@@ -147,9 +186,14 @@ def markdown(out: Mapping) -> str:
             f"| {v['workload']} | {v['device']} | {v['batch_size']} | {_verdict(v)} | "
             f"{_verdict(w) if w else '–'} |"
         )
-    lines += ["", "| injected | device | cells | flagged |", "|---|---|---|---|"]
-    lines += [f"| {e['kind']} | {e['device']} | {e['cells']} | {e['flagged']} |"
-              for e in out["injected"]]  # fmt: skip
+    lines += ["", "The report's overall verdicts (speed, verification checks and parity):", "",
+              "| run | workload | device | overall verdict | decided by |", "|---|---|---|---|---|"]  # fmt: skip
+    for i, run in enumerate(out["runs"], 1):
+        lines += [f"| {i} | {o['workload']} | {o['device']} | {o['status']} | "
+                  f"{_short(o['decided_by'])} |" for o in run.get("overall", [])]  # fmt: skip
+    lines += ["", "| injected | device | machine | cells | flagged |", "|---|---|---|---|---|"]
+    lines += [f"| {e['kind']} | {e['device']} | {e.get('machine') or ''} | {e['cells']} | "
+              f"{e['flagged']} |" for e in out["injected"]]  # fmt: skip
     lines += ["", "Other CPU time during cells, by round of repeats:", "",
               "| run | round | backend | cells | other cores (machine) | others' share of the "
               "cell's CPUs | disturbed |", "|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -161,6 +205,12 @@ def markdown(out: Mapping) -> str:
                 f"{_range(r['others_share_of_cell_cpus'], percent=True)} | {r['disturbed']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _short(text: str, limit: int = 160) -> str:
+    """The first clause of a verdict's reason, for a table cell (the JSON keeps it all)."""
+    head = str(text or "").split("; ")[0].split(". ")[0].replace("|", "/")
+    return head if len(head) <= limit else head[: limit - 1] + "…"
 
 
 def _verdict(v: Mapping) -> str:
