@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 import warnings
 
 import numpy as np
@@ -556,3 +557,35 @@ def test_autocast_probe_without_a_probed_layer_reads_the_flag():
     assert facts["autocast_active"] is True
     assert facts["autocast_output_dtype"] is None and facts["autocast_probe_layer"] is None
     assert facts["autocast_probe"].startswith("no Linear")
+
+
+def test_calibration_passes_read_the_trackers_once_around_them(monkeypatch):
+    """Each calibration pass is its own synchronized region, but the energy and host
+    trackers read once around all of them: the energy's evaluation window gains one
+    region for the calibration, the host's span still ends after the last pass."""
+    from trainbench.measure.trackers.energy import EnergyTracker
+    from trainbench.measure.trackers.host import HostActivity
+
+    stops: dict[str, list] = {"energy": [], "host": []}
+    energy_stop, host_stop = EnergyTracker.stop, HostActivity.stop
+
+    def energy(self, kind, seconds):
+        stops["energy"].append(kind)
+        return energy_stop(self, kind, seconds)
+
+    def host(self, kind, seconds):
+        stops["host"].append((kind, time.perf_counter()))
+        return host_stop(self, kind, seconds)
+
+    monkeypatch.setattr(EnergyTracker, "stop", energy)
+    monkeypatch.setattr(HostActivity, "stop", host)
+    spec = _spec(8, epochs=1)
+    spec["timing"].update(min_timed_seconds=0.002, max_eval_passes=2000)
+    result = run_training(_parts(8), _context(spec, FakeDevice()))
+    passes = result["eval"]["calibration"]["passes"]
+    assert passes > 2 and result["eval"]["measured"]
+    # one evaluation after the epoch (cold), then the calibration as one window
+    assert stops["energy"].count(EVAL) == 2
+    assert [k for k, _ in stops["host"]].count(EVAL) == 2
+    assert result["energy"]["eval"]["regions"] == 2
+    assert len(result["eval"]["passes"]) == 1 + passes

@@ -169,6 +169,10 @@ class EnergyTracker:
             window.joules[name] = window.joules.get(name, 0.0) + values[name] - first[name]
         self._open = None
 
+    def discard(self) -> None:
+        """Forget the window opened by :meth:`start` (nothing was timed in it)."""
+        self._open = None
+
     def measured_seconds(self, kind: str) -> float | None:
         """Seconds of the ``kind`` regions so far, or None where no domain is measured
         (nothing to lengthen a window for)."""
