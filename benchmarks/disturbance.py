@@ -61,6 +61,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--from-log", type=Path, help="a run's printed lines (no cell runs)")
     parser.add_argument("--machine-of", type=Path, help="with --from-log: a results file")
+    parser.add_argument("--logged-command", help="with --from-log: the command that printed it")
     args = parser.parse_args()
     made = dt.datetime.now(dt.UTC)
     out = args.out or HERE / "results" / f"disturbance-{made:%Y-%m-%d}.json"
@@ -116,7 +117,9 @@ def from_log(args: argparse.Namespace, made: dt.datetime, out: Path) -> int:
         sys.exit("--from-log needs --machine-of: a results file of the same machine and code")
     other = json.loads(args.machine_of.read_text())
     rows = db.rows_from_log(args.from_log.read_text())
-    command = f"printed lines of a run on the machine and code of {args.machine_of.name}"
+    command = (args.logged_command or "a run") + (
+        f" (rows from its printed lines; machine and code as {args.machine_of.name})"
+    )
     data = results(made, command, other["code"], other["machine"], rows, complete=False,
                    rows_from="the run's printed lines: condition, device, rep, status, "
                    "flagged, share and reason only")  # fmt: skip

@@ -169,14 +169,18 @@ def markdown(out: Mapping) -> str:
     ag = out["agreement"]
     if ag is None:
         lines.append("- agreement: one run only, nothing to compare")
-    elif ag["max_median_difference"] is not None:
-        lines.append(
-            f"- agreement: same verdicts {ag['same_verdicts']}; largest difference of two "
-            f"speedup medians {ag['max_median_difference']:.1%} "
-            f"({ag['max_median_difference_at']})"
-        )
     else:
-        lines.append(f"- agreement: same verdicts {ag['same_verdicts']}")
+        same = "yes" if ag["same_verdicts"] else f"no ({_cells(ag['differing_verdicts'])})"
+        gap = ag["max_median_difference"]
+        lines.append(
+            f"- agreement: the same speed verdicts in both runs: {same}"
+            + (
+                f"; largest difference of two speedup medians {gap:.2%} "
+                f"({_cells([ag['max_median_difference_at']])})"
+                if gap is not None
+                else ""
+            )
+        )
     lines += ["", "| workload | device | bs | run 1 | run 2 |", "|---|---|---|---|---|"]
     later = out["runs"][1]["verdicts"] if len(out["runs"]) > 1 else []
     second = {(v["workload"], v["device"], v["batch_size"]): v for v in later}
@@ -205,6 +209,10 @@ def markdown(out: Mapping) -> str:
                 f"{_range(r['others_share_of_cell_cpus'], percent=True)} | {r['disturbed']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _cells(keys: Sequence[Sequence]) -> str:
+    return "; ".join(f"{w} {d} bs {b}" for w, d, b in keys)
 
 
 def _short(text: str, limit: int = 160) -> str:
