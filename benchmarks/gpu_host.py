@@ -33,11 +33,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="each run's results folder (1 or 2)")
     parser.add_argument("--disturbance", type=Path, nargs="*", default=[])
+    parser.add_argument(
+        "--referenced",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="per run, a results folder of its records with float64 references made "
+        "afterwards (for a run that made none): their overall verdicts are listed beside",
+    )
     parser.add_argument("--how", default="", help="the commands and machine, in words")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     made = dt.datetime.now(dt.UTC)
     runs = [gh.run_summary(path) for path in args.runs]
+    if args.referenced and len(args.referenced) != len(runs):
+        parser.error("--referenced takes one folder per run")
+    for run, folder in zip(runs, args.referenced, strict=False):
+        run["overall_with_references"] = {"results": str(folder), "verdicts": gh.overall(folder)}
     injections = [json.loads(path.read_text()) for path in args.disturbance]
     out = {
         "made_at": made.isoformat(timespec="seconds"),

@@ -61,6 +61,12 @@ def test_reached_withheld_and_agreement(tmp_path):
     assert "mlp cuda bs 32 (disturbed: why)" in gpu_host.markdown(
         {"made_at": "now", "how": "", "runs": [one, two], "agreement": agreed, "injected": []}
     )
+    # the same records with float64 references made afterwards: listed beside
+    one["overall_with_references"] = {"results": "results/ref", "verdicts": one["overall"]}
+    text = gpu_host.markdown(
+        {"made_at": "now", "how": "", "runs": [one, two], "agreement": agreed, "injected": []}
+    )
+    assert "| 1 | `results/ref` | mlp | cuda | insufficient data | parity insufficient" in text
 
 
 def test_injected_counts_per_condition_and_device():
