@@ -540,6 +540,25 @@ def test_autocast_probe_sees_a_transformer_encoder(enabled):
     assert not any(m._forward_hooks for m in model.modules())
 
 
+def test_autocast_probe_skips_layers_autocast_casts_on_some_devices_only():
+    """A GRU stays float32 under the CPU's bf16 autocast (its cuDNN kernel is cast on
+    CUDA): the probe reads the first layer cast everywhere, the head."""
+
+    class Gru(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(16, 8, batch_first=True)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.gru(x)[0][:, -1])
+
+    amp = AmpPolicy(True, "bfloat16", False, "test")
+    facts, _ = _autocast_step(Gru(), torch.randn(4, 5, 16), amp)
+    assert facts["autocast_active"] is True
+    assert facts["autocast_probe_layer"] == "head"
+
+
 def test_autocast_probe_without_a_probed_layer_reads_the_flag():
     """A model of functional ops only: no layer answers, so the flag alone decides, and
     the record says so (never "not active" for want of a layer)."""

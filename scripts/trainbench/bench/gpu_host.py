@@ -195,6 +195,17 @@ def markdown(out: Mapping) -> str:
     for i, run in enumerate(out["runs"], 1):
         lines += [f"| {i} | {o['workload']} | {o['device']} | {o['status']} | "
                   f"{_short(o['decided_by'])} |" for o in run.get("overall", [])]  # fmt: skip
+    referenced = [(i, r["overall_with_references"]) for i, r in enumerate(out["runs"], 1)
+                  if r.get("overall_with_references")]  # fmt: skip
+    if referenced:
+        lines += ["", "The same records with float64 references made afterwards (the run "
+                  "made none), their overall verdicts:", "",
+                  "| run | references in | workload | device | overall verdict | decided by |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for i, ref in referenced:
+            lines += [f"| {i} | `{ref['results']}` | {o['workload']} | {o['device']} | "
+                      f"{o['status']} | {_short(o['decided_by'])} |"
+                      for o in ref["verdicts"]]  # fmt: skip
     lines += ["", "| injected | device | machine | cells | flagged |", "|---|---|---|---|---|"]
     lines += [f"| {e['kind']} | {e['device']} | {e.get('machine') or ''} | {e['cells']} | "
               f"{e['flagged']} |" for e in out["injected"]]  # fmt: skip

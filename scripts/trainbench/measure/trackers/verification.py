@@ -101,18 +101,23 @@ def capture_warnings() -> Iterator[WarningLog]:
 
 
 def _probed_layers() -> tuple[type, ...]:
+    """Layers whose ops autocast casts to its lower precision on every device (linear,
+    convolutions, transposed convolutions; attention through its linear maps). Not
+    RNNs or Bilinear: whether autocast casts them depends on the device (a GRU stays
+    float32 under the CPU's bf16 autocast), so their dtype cannot say whether autocast
+    ran."""
     import torch
 
     nn = torch.nn
     return (
-        nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d,
-        nn.ConvTranspose2d, nn.ConvTranspose3d, nn.MultiheadAttention, nn.RNNBase,
+        nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+        nn.ConvTranspose3d, nn.MultiheadAttention,
     )  # fmt: skip
 
 
 class AutocastProbe:
     """Records, during one step, the output dtype of the first layer autocast casts
-    (Linear, convolution, attention or RNN) that runs, to prove autocast really ran
+    on every device (Linear, convolution, attention) that runs, to prove autocast really ran
     (MPS can disable it silently). Every such layer is watched, not only the first
     one defined: a layer defined but never called (nn.MultiheadAttention's out_proj,
     whose weight it uses without calling it, is the first Linear of every
@@ -156,11 +161,11 @@ def autocast_facts(amp, autocast_flag: bool | None, probe: AutocastProbe) -> dic
         "autocast_enabled_in_region": bool(autocast_flag),
         "autocast_output_dtype": str(probe.dtype).replace("torch.", "") if seen else None,
         "autocast_probe_layer": probe.layer,
-        "autocast_probe": "the output dtype of the first Linear, convolution, attention or "
-        "RNN layer to run in step 0, and the autocast flag inside the step"
+        "autocast_probe": "the output dtype of the first Linear, convolution or attention "
+        "layer to run in step 0, and the autocast flag inside the step"
         if seen
-        else "no Linear, convolution, attention or RNN layer ran in step 0: the autocast "
-        "flag inside the step alone",
+        else "no Linear, convolution or attention layer ran in step 0: the autocast flag "
+        "inside the step alone",
         "autocast_active": bool(
             amp.enabled and autocast_flag and (probe.dtype == wanted if seen else True)
         ),
