@@ -8,8 +8,9 @@ budget that cannot reach the minimum times none of them: the cell's evaluation s
 then "not measured" (:func:`trainbench.measure.measurement.eval_window`). See
 docs/statistics.md §1, "Evaluation is timed like training".
 
-Pure bookkeeping: the loop hands in the function that times one pass (outside every
-timed training region, the device synchronized at both of its edges).
+The loop hands in the function that times one pass (outside every timed training
+region, the device synchronized at both of its edges) and, for
+:func:`calibrate_between`, its energy and host trackers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from trainbench.measure.measurement import EXTENSION_MARGIN, TimingProtocol
+from trainbench.measure.trackers.base import EVAL
 
 # Rounds of calibration. A round times the passes counted from the median pass so far;
 # the next makes up for passes that ran faster than that median (rarely needed).
@@ -120,3 +122,31 @@ def calibrate(
         "out_of_reach": why,
         "method": METHOD,
     }
+
+
+def calibrate_between(
+    energy,
+    host,
+    time_pass: Callable[[], object],
+    passes: list[dict],
+    protocol: TimingProtocol,
+) -> dict:
+    """:func:`calibrate` with the energy and host trackers (``energy``: an
+    :class:`~trainbench.measure.trackers.energy.EnergyTracker`; ``host``: a
+    :class:`~trainbench.measure.trackers.host.HostActivity`) read once around the
+    passes, which ``time_pass`` times without them, rather than at each pass's edges
+    (an NVML read at each edge, a walk of the process table at the end). On an H200
+    host each pass had taken 10-14 ms of wall time beyond its timed seconds, whatever
+    the model, and NVML's energy counter, updated about every 100 ms, cannot resolve
+    one pass anyway. The energy window spans the passes and the gaps between them; the
+    host's span ends after the last pass. The device is idle before the first pass and
+    after the last: each pass's region synchronizes it."""
+    energy.start(EVAL)
+    started = time.perf_counter()
+    calibration = calibrate(time_pass, passes, protocol)
+    if calibration["passes"]:
+        energy.stop(EVAL, time.perf_counter() - started)
+        host.stop(EVAL, 0.0)
+    else:
+        energy.discard()
+    return calibration

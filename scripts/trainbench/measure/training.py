@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import torch
 from tqdm import tqdm
@@ -377,20 +377,17 @@ class TrainingLoop:
 
     # -- evaluation ------------------------------------------------------------------
 
-    def evaluate(
-        self, epoch: int | None, epoch_end: bool = True, trackers: Sequence | None = None
-    ) -> dict:
+    def evaluate(self, epoch: int | None, epoch_end: bool = True, tracked: bool = True) -> dict:
         """One evaluation pass, timed apart with synchronized edges; the first pass
         of the run is the cold one. ``epoch`` None: a calibration pass (metrics unused).
         Every pass during training is a point of the quality curve; ``epoch_end`` False:
-        a pass inside the epoch (``eval_every: {steps: N}``). ``trackers``: those read
-        at the pass's edges (default: energy and host activity)."""
+        a pass inside the epoch (``eval_every: {steps: N}``). ``tracked`` False: no
+        energy or host reading at its edges (calibration reads them around its passes)."""
         parts = self.parts
         parts.model.eval()
-        trackers = [self.energy, self.host] if trackers is None else trackers
         with (
             quality.rng_untouched(self.device),  # the pass draws nothing training sees
-            TimedRegion(self.dev, trackers, EVAL) as region,
+            TimedRegion(self.dev, [self.energy, self.host] if tracked else [], EVAL) as region,
             torch.no_grad(),
             torch.autocast(
                 device_type=self.device.type, dtype=self.autocast_dtype, enabled=self.amp.enabled
@@ -427,26 +424,12 @@ class TrainingLoop:
     def calibrate_evaluation(self) -> None:
         """The timed passes of the final model that bring the warm passes to the minimum
         window, counted from their median (as pyperf calibrates its loops), within
-        timing.max_eval_seconds and max_eval_passes (trainbench.measure.eval_calibration).
-        Each pass is its own region, the device synchronized at both edges; the energy
-        and host trackers read once around them all rather than at each pass's edges
-        (an NVML read at each edge, a walk of the process table at the end): on an H200
-        host each pass had taken 10-14 ms of wall time beyond its timed seconds, whatever
-        the model, and NVML's energy counter, updated about every 100 ms, cannot resolve
-        one pass anyway. The energy window now spans the passes and the gaps between
-        them; the host's span ends after the last pass, as before."""
-        # The device is idle here and after the last pass: each pass's region synchronizes.
-        self.energy.start(EVAL)
-        started = time.perf_counter()
-        calibration = eval_calibration.calibrate(
-            lambda: self.evaluate(None, trackers=()), self.state.eval_passes, self.settings.protocol
+        timing.max_eval_seconds and max_eval_passes; the energy and host trackers read
+        once around them (trainbench.measure.eval_calibration.calibrate_between)."""
+        untracked = lambda: self.evaluate(None, tracked=False)  # noqa: E731
+        self.state.eval_calibration = eval_calibration.calibrate_between(
+            self.energy, self.host, untracked, self.state.eval_passes, self.settings.protocol
         )
-        if calibration["passes"]:
-            self.energy.stop(EVAL, time.perf_counter() - started)
-            self.host.stop(EVAL, 0.0)
-        else:
-            self.energy.discard()
-        self.state.eval_calibration = calibration
 
     # -- where a step's time goes (after every timed region) --------------------------
 
