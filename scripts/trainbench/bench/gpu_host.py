@@ -7,7 +7,7 @@ Two layers of verdicts are kept apart. The **speed verdict** of a comparison
 insufficient data...) is what the tool's own activity can withhold or skew. The
 report's **overall verdict** (``tables/verdicts.csv``: working, not working,
 insufficient data, disturbed, not faster) adds the verification checks and parity; it
-is listed per comparison, with what decided it, and counted apart.
+is listed per comparison beside the speed verdict, with the check that decided it.
 
 Everything is read from what the runs published (``tables/speedup.csv``,
 ``tables/verdicts.csv``, ``tables/runs.csv``) and from ``benchmarks/disturbance.py``'s
