@@ -7,6 +7,7 @@ every number once."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -34,10 +35,8 @@ def _number(text: str) -> float | int | str | None:
     if text in ("", None):
         return None
     for kind in (int, float):
-        try:
+        with contextlib.suppress(ValueError):
             return kind(text)
-        except ValueError:
-            pass
     return text
 
 
