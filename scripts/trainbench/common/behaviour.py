@@ -94,6 +94,10 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/offline/*",
     "scripts/trainbench/bench/parity_*",
     "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
+    # Results files made from published tables or records, never a cell's code.
+    "scripts/trainbench/bench/gpu_host.py",
+    "scripts/trainbench/bench/torch_versions.py",
+    "scripts/trainbench/bench/eval_calibration_cost.py",
     # The MPS emulator and make mps-ready: installed only in a cell whose spec asks for
     # it (a readiness check, never a measurement; no evidence folder holds one).
     "scripts/trainbench/measure/mps_emulator/*",
