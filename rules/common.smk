@@ -9,6 +9,11 @@ from trainbench import config as tbconfig  # noqa: E402
 from trainbench.config.files import refusal_text, workflow_layers  # noqa: E402
 from trainbench.analysis.published import FIGURE_NAMES, PUBLISHED_TABLES  # noqa: E402
 from trainbench.workloads import info as registry_info  # noqa: E402
+from trainbench.launch.scheduler_passes import coalesce_reevaluations  # noqa: E402
+
+# One pending scheduler timer, not one more per finished job: Snakemake's extra passes
+# grew round by round beside the timed cells (trainbench.launch.scheduler_passes).
+coalesce_reevaluations()
 
 # Every config file and --config, each already checked by rules/setup.smk.
 _CONFIG_LAYERS = workflow_layers(workflow.configfiles, workflow.config_settings.config)

@@ -1,0 +1,145 @@
+"""Snakemake's reevaluation timers: one pending at a time (trainbench.launch.scheduler_passes).
+
+The fast tests hold the rule on a stand-in scheduler and check that the installed
+Snakemake still has the method this replaces, as it was; the slow one counts the
+scheduler's passes of a real workflow with and without the patch."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from helpers import REPO
+from trainbench.launch import scheduler_passes
+from trainbench.launch.scheduler_passes import coalesce_reevaluations
+
+
+class StandIn:
+    """Snakemake 9.27's scheduler, as far as the timers go."""
+
+    def __init__(self) -> None:
+        self._open_jobs = threading.Semaphore(0)
+
+    def _schedule_reevalutation(self, delay: int) -> None:
+        threading.Timer(
+            delay,
+            lambda: self._open_jobs.release(),
+        ).start()
+
+
+def wakes(scheduler: StandIn, within: float) -> int:
+    """How many times the timers woke the scheduler within `within` seconds."""
+    count, deadline = 0, time.monotonic() + within
+    while scheduler._open_jobs.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
+        count += 1
+    return count
+
+
+def test_unpatched_every_call_adds_a_wake_up():
+    scheduler = StandIn()
+    for _ in range(5):
+        scheduler._schedule_reevalutation(0.05)
+    assert wakes(scheduler, 0.3) == 5
+
+
+def test_one_pending_timer_wakes_once_and_a_later_call_schedules_again():
+    class Patched(StandIn):
+        pass
+
+    assert coalesce_reevaluations(Patched)
+    assert coalesce_reevaluations(Patched)  # a second application changes nothing
+    scheduler = Patched()
+    for _ in range(5):
+        scheduler._schedule_reevalutation(0.05)
+    assert wakes(scheduler, 0.3) == 1
+    scheduler._schedule_reevalutation(0.05)  # the next pass, after the wake-up
+    assert wakes(scheduler, 0.3) == 1
+
+
+def test_a_sooner_pass_is_not_held_back_by_a_later_pending_one():
+    class Patched(StandIn):
+        pass
+
+    coalesce_reevaluations(Patched)
+    scheduler = Patched()
+    scheduler._schedule_reevalutation(10)
+    started = time.monotonic()
+    scheduler._schedule_reevalutation(0.05)
+    assert scheduler._open_jobs.acquire(timeout=2)
+    assert time.monotonic() - started < 1
+
+
+def test_a_class_without_the_method_is_left_alone():
+    assert coalesce_reevaluations(type("Other", (), {})) is False
+
+
+def test_the_installed_snakemake_has_the_body_this_replaces():
+    """A Snakemake upgrade that changes the method fails here: read its new body and
+    decide whether the patch is still right (or still needed)."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    method = JobScheduler.__dict__["_schedule_reevalutation"]
+    if getattr(method, scheduler_passes.MARK, False):  # patched by a workflow run here
+        pytest.skip("JobScheduler already patched in this process")
+    source = "".join(textwrap.dedent(inspect.getsource(method)).split("\n", 1)[1].split())
+    assert source == scheduler_passes.REPLACED_BODY
+
+
+TOY = """
+import sys
+sys.path.insert(0, {scripts!r})
+if {patch!r}:
+    from trainbench.launch.scheduler_passes import coalesce_reevaluations
+    coalesce_reevaluations()
+
+rule all:
+    input: expand("done/{{i}}.txt", i=range(8))
+
+rule job:
+    output: "done/{{i}}.txt"
+    resources: slot=1
+    shell: "sleep 1.2; touch {{output}}"
+"""
+
+
+def scheduler_passes_of(tmp_path, patch: bool) -> int:
+    folder = tmp_path / ("patched" if patch else "plain")
+    folder.mkdir()
+    (folder / "Snakefile").write_text(TOY.format(scripts=str(REPO / "scripts"), patch=patch))
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "2",
+            "--resources",
+            "slot=1",
+            "--verbose",
+            "--scheduler",
+            "greedy",
+            "--directory",
+            str(folder),
+            "--snakefile",
+            str(folder / "Snakefile"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    return (run.stdout + run.stderr).count("Ready jobs")
+
+
+@pytest.mark.slow
+def test_a_real_workflow_runs_one_pass_a_second_not_one_more_per_finished_job(tmp_path):
+    """Eight jobs of 1.2 s, one at a time: unpatched, the k-th job waits beside k timer
+    chains (about 1.2 * k passes); patched, about one pass a second plus one a job."""
+    plain, patched = scheduler_passes_of(tmp_path, False), scheduler_passes_of(tmp_path, True)
+    assert plain >= 30, plain
+    assert patched <= 25, patched
