@@ -3,6 +3,7 @@ and withheld, agreement between two runs, injected disturbance counts, rounds.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -26,10 +27,19 @@ def _run(folder: Path, verdicts: dict, shares=(0.01, 0.02, 0.03), overall=None) 
                for w, (status, why) in (overall or {}).items() for d in ("cpu", "cuda")]  # fmt: skip
     columns = ["workload", "device", "status", "first_failing"]
     pd.DataFrame(overall, columns=columns).to_csv(tables / "verdicts.csv", index=False)
-    runs = [{"rep": rep, "backend": "cuda", "status": "ok", "other_cpu_cores": 0.1 * (rep + 1),
-             "cell_cpu_others_share": share, "disturbed": False}
+    runs = [{"workload": "cnn", "device": "cuda", "batch_size": 32, "rep": rep,
+             "backend": "cuda", "status": "ok", "samples_per_s": 100.0 * (1 - 0.1 * rep),
+             "other_cpu_cores": 0.1 * (rep + 1), "cell_cpu_others_share": share,
+             "disturbed": False}
             for rep, share in enumerate(shares)]  # fmt: skip
     pd.DataFrame(runs).to_csv(tables / "runs.csv", index=False)
+    for rep in range(len(shares)):  # the records: the busiest other processes
+        others = [{"name": "snakemake", "pid": 7, "cpu_seconds": 0.2 * (rep + 1)},
+                  {"name": "kworker", "pid": 9, "cpu_seconds": 0.1}]  # fmt: skip
+        record = folder / "runs" / "cnn" / "cuda" / "bs32" / f"rep{rep}" / "metrics.json"
+        record.parent.mkdir(parents=True)
+        host = {"span_seconds": 2.0, "busiest_others": others}
+        record.write_text(json.dumps({"result": {"host": host}}))
     return folder
 
 
@@ -58,6 +68,13 @@ def test_reached_withheld_and_agreement(tmp_path):
     assert two["overall"] == []
     assert [r["round"] for r in one["rounds"]] == [0, 1, 2]
     assert one["rounds"][2]["other_cpu_cores_machine"] == [0.3, 0.3]
+    # each cell's throughput over its own first round's; the busiest other process by name
+    assert [r["throughput_vs_round_0"] for r in one["rounds"]] == [1.0, 0.9, 0.8]
+    assert one["rounds"][2]["busiest_other_process"] == "snakemake"
+    assert one["rounds"][2]["busiest_other_process_cores"] == [0.3, 0.3]
+    assert "| snakemake: 0.30–0.30 | 0.80 | 0 |" in gpu_host.markdown(
+        {"made_at": "now", "how": "", "runs": [one], "agreement": None, "injected": []}
+    )
     assert "mlp cuda bs 32 (disturbed: why)" in gpu_host.markdown(
         {"made_at": "now", "how": "", "runs": [one, two], "agreement": agreed, "injected": []}
     )

@@ -16,6 +16,7 @@ JSON; nothing is typed in.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -35,14 +36,22 @@ def _span(values: pd.Series) -> list[float] | None:
     return [round(float(v.min()), 3), round(float(v.max()), 3)] if len(v) else None
 
 
+CELL = ["workload", "device", "batch_size"]
+
+
 def rounds(results: Path) -> list[dict]:
     """Per round of repeats and backend: the other CPU time measured during ok cells,
-    on the whole machine (cores) and on the cell's own CPUs (share), and how many cells
-    were disturbed."""
+    on the whole machine (cores) and on the cell's own CPUs (share); the busiest other
+    process by name (its cores over each cell's timed span, from the records); each
+    cell's throughput over its own first round's (median over the cells); and how many
+    cells were disturbed."""
     runs = pd.read_csv(results / "tables" / "runs.csv")
-    ok = runs[runs["status"] == "ok"]
+    ok = runs[runs["status"] == "ok"].copy()
+    first = ok[ok["rep"] == 0].set_index(CELL)["samples_per_s"]
+    ok["vs_first"] = ok["samples_per_s"] / first.reindex(pd.MultiIndex.from_frame(ok[CELL])).values
     out = []
     for (rep, backend), g in ok.groupby(["rep", "backend"]):
+        name, cores = _busiest_other(results, g)
         out.append(
             {
                 "round": int(rep),
@@ -50,10 +59,32 @@ def rounds(results: Path) -> list[dict]:
                 "cells": len(g),
                 "other_cpu_cores_machine": _span(g["other_cpu_cores"]),
                 "others_share_of_cell_cpus": _span(g.get("cell_cpu_others_share", pd.Series())),
+                "busiest_other_process": name,
+                "busiest_other_process_cores": _span(pd.Series(cores)),
+                "throughput_vs_round_0": round(float(g["vs_first"].median()), 3),
                 "disturbed": int(g["disturbed"].fillna(False).astype(bool).sum()),
             }
         )
     return out
+
+
+def _busiest_other(results: Path, cells: pd.DataFrame) -> tuple[str | None, list[float]]:
+    """The other process (by name) with the most CPU time over these cells' timed
+    spans (the records' ``result.host.busiest_others``), and its cores in each cell."""
+    per_cell: list[dict[str, float]] = []
+    for c in cells.itertuples():
+        path = results / "runs" / c.workload / c.device / f"bs{c.batch_size}" / f"rep{c.rep}"
+        host = (json.loads((path / "metrics.json").read_text()).get("result") or {}).get("host")
+        span = (host or {}).get("span_seconds") or 0
+        cores: dict[str, float] = {}
+        for other in (host or {}).get("busiest_others") or []:
+            cores[other["name"]] = cores.get(other["name"], 0) + other["cpu_seconds"] / span
+        per_cell.append(cores if span else {})
+    totals = pd.DataFrame(per_cell).sum()
+    if totals.empty:
+        return None, []
+    name = str(totals.idxmax())
+    return name, [cell.get(name, 0.0) for cell in per_cell]
 
 
 def overall(results: Path) -> list[dict]:
@@ -211,13 +242,17 @@ def markdown(out: Mapping) -> str:
               f"{e['flagged']} |" for e in out["injected"]]  # fmt: skip
     lines += ["", "Other CPU time during cells, by round of repeats:", "",
               "| run | round | backend | cells | other cores (machine) | others' share of the "
-              "cell's CPUs | disturbed |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+              "cell's CPUs | busiest other process: cores | throughput ÷ round 0's (median) "
+              "| disturbed |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for i, run in enumerate(out["runs"], 1):
         for r in run["rounds"]:
+            busiest = r.get("busiest_other_process")
             lines.append(
                 f"| {i} | {r['round']} | {r['backend']} | {r['cells']} | "
                 f"{_range(r['other_cpu_cores_machine'])} | "
-                f"{_range(r['others_share_of_cell_cpus'], percent=True)} | {r['disturbed']} |"
+                f"{_range(r['others_share_of_cell_cpus'], percent=True)} | "
+                f"{f'{busiest}: ' + _range(r['busiest_other_process_cores']) if busiest else '–'}"
+                f" | {_ratio(r.get('throughput_vs_round_0'))} | {r['disturbed']} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -244,3 +279,7 @@ def _range(span: Sequence[float] | None, percent: bool = False) -> str:
         return "–"
     fmt = (lambda x: f"{x:.1%}") if percent else (lambda x: f"{x:.2f}")
     return f"{fmt(span[0])}–{fmt(span[1])}"
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None or pd.isna(value) else f"{value:.2f}"
