@@ -71,6 +71,10 @@ def test_reached_withheld_and_agreement(tmp_path):
     # each cell's throughput over its own first round's; the busiest other process by name
     assert [r["throughput_vs_round_0"] for r in one["rounds"]] == [1.0, 0.9, 0.8]
     assert one["rounds"][2]["busiest_other_process"] == "snakemake"
+    # a cell's repeats spread from 100 to 80 samples/s: 25%
+    assert one["repeat_spread"] == [
+        {"backend": "cuda", "cells": 1, "median": 0.25, "max": 0.25, "max_at": ["cnn", "cuda", 32]}
+    ]
     assert one["rounds"][2]["busiest_other_process_cores"] == [0.3, 0.3]
     assert "| snakemake: 0.30–0.30 | 0.80 | 0 |" in gpu_host.markdown(
         {"made_at": "now", "how": "", "runs": [one], "agreement": None, "injected": []}

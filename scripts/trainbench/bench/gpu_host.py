@@ -1,6 +1,7 @@
 """The GPU-host sweep's results file: verdicts reached and withheld in each workflow run,
-their agreement between two runs, the injected disturbances, and the other CPU time
-measured during cells, by round of repeats.
+their agreement between two runs, how far each cell's repeats spread, the injected
+disturbances, and the other CPU time and throughput measured during cells, by round of
+repeats.
 
 Two layers of verdicts are kept apart. The **speed verdict** of a comparison
 (``tables/speedup.csv``: faster, slower, no clear difference; or withheld: disturbed,
@@ -132,8 +133,33 @@ def run_summary(results: Path) -> dict:
             for r in rows.itertuples()
         ],
         "rounds": rounds(results),
+        "repeat_spread": repeat_spread(results),
         "overall": overall(results),
     }
+
+
+def repeat_spread(results: Path) -> list[dict]:
+    """Per backend, how far a cell's ok repeats spread (highest ÷ lowest training
+    throughput − 1): the median over the cells and the largest, with its cell. With 3
+    repeats, a speedup median moves between runs by about this much."""
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    ok = runs[runs["status"] == "ok"]
+    by_cell = ok.groupby(["backend", *CELL])["samples_per_s"].agg(["max", "min", "count"])
+    by_cell = by_cell[by_cell["count"] >= 2]
+    by_cell["spread"] = by_cell["max"] / by_cell["min"] - 1
+    out = []
+    for backend, g in by_cell.groupby(level="backend"):
+        worst = g["spread"].idxmax()
+        out.append(
+            {
+                "backend": backend,
+                "cells": len(g),
+                "median": round(float(g["spread"].median()), 4),
+                "max": round(float(g["spread"].max()), 4),
+                "max_at": [worst[1], worst[2], int(worst[3])],
+            }
+        )
+    return out
 
 
 def agreement(first: Mapping, second: Mapping) -> dict:
@@ -197,6 +223,13 @@ def markdown(out: Mapping) -> str:
                 or "none"
             )  # fmt: skip
         )
+    for i, run in enumerate(out["runs"], 1):
+        lines += [
+            f"- run {i}, spread of a cell's repeats on {s['backend']} (highest ÷ lowest "
+            f"throughput − 1, {s['cells']} cells): median {s['median']:.1%}, largest "
+            f"{s['max']:.1%} ({_cells([s['max_at']])})"
+            for s in run.get("repeat_spread", [])
+        ]
     ag = out["agreement"]
     if ag is None:
         lines.append("- agreement: one run only, nothing to compare")
