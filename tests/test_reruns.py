@@ -261,19 +261,29 @@ def test_two_launchers_of_one_cell_never_overlap(tmp_path):
     spec_path.write_text(json.dumps(spec))
     output = tmp_path / "results/runs/matmul/cpu/bs1/rep0/metrics.json"
     scripts = str(REPO / "scripts")
-    launchers = [
-        subprocess.Popen(
+
+    def launch(log: Path) -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, "-c", LAUNCH, scripts, str(spec_path), str(output), str(log)]
         )
-        for log in (tmp_path / "a.log", tmp_path / "b.log")
-    ]
+
+    # The second launcher starts once the first holds the cell's lock with its child
+    # running: started together, a slow start of one on a loaded machine let the other
+    # finish first, and the two never met (no overlap, but nothing was tested).
+    first = launch(tmp_path / "a.log")
+    lock = output.parent / ".lock"
+
+    def child_running() -> bool:
+        try:
+            return bool(json.loads(lock.read_text() or "{}").get("child_pgid"))
+        except (OSError, ValueError):  # not there yet, or being rewritten
+            return False
+
+    _wait_for(child_running, "the first launcher's child")
+    second = launch(tmp_path / "b.log")
+    assert first.wait(timeout=300) == 0
     # When the first launcher ends, its record is on disk: keep when its cell ended.
-    first = _wait_for(
-        lambda: next((p for p in launchers if p.poll() is not None), None), "a launcher"
-    )
-    assert first.returncode == 0
     first_end = read_record(output)["attempts"][-1]["ended_unix"]
-    second = next(p for p in launchers if p is not first)
     assert second.wait(timeout=300) == 0
     second_start = read_record(output)["attempts"][0]["started_unix"]
     assert second_start >= first_end, "the two copies of the cell ran side by side"
