@@ -7,14 +7,12 @@ scheduler's passes of a real workflow with and without the patch."""
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 import textwrap
 import threading
 import time
 
 import pytest
-from helpers import REPO
+from trainbench.bench import scheduler_timers
 from trainbench.launch import scheduler_passes
 from trainbench.launch.scheduler_passes import coalesce_reevaluations
 
@@ -90,56 +88,11 @@ def test_the_installed_snakemake_has_the_body_this_replaces():
     assert source == scheduler_passes.REPLACED_BODY
 
 
-TOY = """
-import sys
-sys.path.insert(0, {scripts!r})
-if {patch!r}:
-    from trainbench.launch.scheduler_passes import coalesce_reevaluations
-    coalesce_reevaluations()
-
-rule all:
-    input: expand("done/{{i}}.txt", i=range(8))
-
-rule job:
-    output: "done/{{i}}.txt"
-    resources: slot=1
-    shell: "sleep 1.2; touch {{output}}"
-"""
-
-
-def scheduler_passes_of(tmp_path, patch: bool) -> int:
-    folder = tmp_path / ("patched" if patch else "plain")
-    folder.mkdir()
-    (folder / "Snakefile").write_text(TOY.format(scripts=str(REPO / "scripts"), patch=patch))
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "--cores",
-            "2",
-            "--resources",
-            "slot=1",
-            "--verbose",
-            "--scheduler",
-            "greedy",
-            "--directory",
-            str(folder),
-            "--snakefile",
-            str(folder / "Snakefile"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    return (run.stdout + run.stderr).count("Ready jobs")
-
-
 @pytest.mark.slow
 def test_a_real_workflow_runs_one_pass_a_second_not_one_more_per_finished_job(tmp_path):
     """Eight jobs of 1.2 s, one at a time: unpatched, the k-th job waits beside k timer
     chains (about 1.2 * k passes); patched, about one pass a second plus one a job."""
-    plain, patched = scheduler_passes_of(tmp_path, False), scheduler_passes_of(tmp_path, True)
-    assert plain >= 30, plain
-    assert patched <= 25, patched
+    plain = scheduler_timers.run_toy(tmp_path / "plain", patch=False)
+    patched = scheduler_timers.run_toy(tmp_path / "patched", patch=True)
+    assert plain["passes"] >= 30, plain
+    assert patched["passes"] <= 25, patched
