@@ -98,6 +98,9 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/bench/gpu_host.py",
     "scripts/trainbench/bench/torch_versions.py",
     "scripts/trainbench/bench/eval_calibration_cost.py",
+    # A toy workflow of sleeps, never a cell (its Snakefile applies launch/scheduler_passes,
+    # which is measurement code: it changes what runs beside a timed cell).
+    "scripts/trainbench/bench/scheduler_timers.py",
     # The MPS emulator and make mps-ready: installed only in a cell whose spec asks for
     # it (a readiness check, never a measurement; no evidence folder holds one).
     "scripts/trainbench/measure/mps_emulator/*",
