@@ -7,10 +7,9 @@ wakes the scheduler one timespan later for another pass. A pass woken by a finis
 schedules a timer as well, so each finished job adds one more chain of timers that
 never ends while a job waits: after n finished jobs, about n passes a second. In this
 workflow every later cell waits (for ``timed_slot``), so the scheduler's passes grow
-round by round beside the timed cell. On a 30-job toy workflow of 2-s jobs, 872 passes
-instead of about 60; in the gpu-host sweep, Snakemake's main process took 0.10 cores
-during CUDA cells of the first round and 0.31-0.33 in the third
-(docs/how-it-measures.md). The same growth is reported upstream as Snakemake using "a
+round by round beside the timed cell: measured on a toy workflow by
+``benchmarks/scheduler_timers.py``, and beside the CUDA cells of a GPU host in
+docs/how-it-measures.md. The same growth is reported upstream as Snakemake using "a
 lot of CPU" after hours of a large workflow run with ``--max-jobs-per-second``
 (snakemake/snakemake#2354).
 
