@@ -89,8 +89,10 @@ TARGETS = {w: config["workloads"][w].get("target") for w in REPORTED_WORKLOADS}
 # Each workload's devices in the config's order: the first is the default baseline.
 DEVICE_ORDER = {w: tbconfig.workload_devices(config, w) for w in WORKLOADS}
 # Cells run in rounds: repeat k of every device before repeat k + 1 of any, so slow
-# drift of the machine spreads evenly over devices (higher priority runs first).
-TOP_PRIORITY = 1 + max((r["max"] for r in REPEATS.values()), default=1)
+# drift of the machine spreads evenly over devices, and within a round a workload's
+# devices one after another (tbconfig.RunOrder; higher priority runs first).
+RUN_ORDER = tbconfig.run_order(config)
+TOP_PRIORITY = RUN_ORDER.top
 
 
 wildcard_constraints:
@@ -231,7 +233,7 @@ def run_spec(wildcards):
 
 
 def cell_priority(wildcards):
-    return TOP_PRIORITY - int(wildcards.rep)
+    return RUN_ORDER.priority(wildcards.workload, wildcards.batch_size, wildcards.rep)
 
 
 def on_cluster():

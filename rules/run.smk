@@ -8,7 +8,8 @@ rule run_cell:
         f"{RESULTS}/logs/runs/{{workload}}/{{device}}/bs{{batch_size}}/rep{{rep}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/runs/{{workload}}/{{device}}/bs{{batch_size}}/rep{{rep}}.tsv"
-    # Repeat k of every device before repeat k + 1 of any (interleaved rounds).
+    # Repeat k of every device before repeat k + 1 of any (interleaved rounds), a
+    # workload's devices one after another within a round (RUN_ORDER).
     priority: cell_priority
     conda:
         "../envs/trainbench.yaml"

@@ -16,6 +16,7 @@ from trainbench.config import (
     faults_for,
     find_variant,
     iter_device_ids,
+    run_order,
     validate_config,
 )
 
@@ -466,3 +467,28 @@ def test_one_device_id_grammar_parses_and_formats(text, backend, threads, mode, 
     assert DeviceId.parse(parsed.format()) == parsed
     for bad in ("gpu", "mps-t2", "cuda-compile-fast", "CPU"):
         assert not DeviceId.is_valid(bad)
+
+
+def test_run_order_puts_rounds_first_and_a_workloads_devices_together(schema_defaults_config):
+    """Every cell of repeat k runs before any of repeat k + 1; within a round one
+    workload and batch size's devices share a priority (they run one after another),
+    each group above the next; data and plans (`top`) come before every cell."""
+    config = _matrix_config(schema_defaults_config, ["cpu", "mps", "cuda"], 3)
+    order = run_order(config)
+    cells = expand_matrix(config, "max")
+    priority = {c: order.priority(c.workload, str(c.batch_size), str(c.rep)) for c in cells}
+    assert all(p < order.top for p in priority.values())
+    for a in cells:
+        for b in cells:
+            if a.rep < b.rep:
+                assert priority[a] > priority[b]
+            elif a.rep == b.rep and (a.workload, a.batch_size) == (b.workload, b.batch_size):
+                assert priority[a] == priority[b]
+            elif a.rep == b.rep:
+                ranks = (
+                    order.groups.index((a.workload, a.batch_size)),
+                    order.groups.index((b.workload, b.batch_size)),
+                )
+                assert (priority[a] > priority[b]) == (ranks[0] < ranks[1])
+    assert min(priority.values()) > 0
+    assert len(order.groups) == 4  # two workloads x two batch sizes

@@ -101,6 +101,7 @@ ANALYSIS_ONLY = (
     # A toy workflow of sleeps, never a cell (its Snakefile applies launch/scheduler_passes,
     # which is measurement code: it changes what runs beside a timed cell).
     "scripts/trainbench/bench/scheduler_timers.py",
+    "scripts/trainbench/bench/host_stability.py",  # a host's speed over time, no cell
     # The MPS emulator and make mps-ready: installed only in a cell whose spec asks for
     # it (a readiness check, never a measurement; no evidence folder holds one).
     "scripts/trainbench/measure/mps_emulator/*",

@@ -20,6 +20,7 @@ from trainbench.config.matrix import (
     MIN_COMPILE_WARMUP_STEPS,
     Cell,
     DeviceVariant,
+    RunOrder,
     baseline_device,
     batch_sizes_for,
     cell_spec,
@@ -33,6 +34,7 @@ from trainbench.config.matrix import (
     iter_device_ids,
     launcher_settings,
     repeat_settings,
+    run_order,
     settle_inherited_keys,
     workload_devices,
 )
@@ -111,10 +113,10 @@ def read_merged_config(paths: list[str | Path]) -> tuple[dict, dict[str, dict[st
 
 __all__ = [
     "FAULTS_ENV", "INHERITED_KEYS", "MATRIX_KEYS", "MIN_COMPILE_WARMUP_STEPS",
-    "SCHEMA_PATH", "Cell", "ConfigError", "DeviceVariant",
+    "SCHEMA_PATH", "Cell", "ConfigError", "DeviceVariant", "RunOrder",
     "baseline_device", "batch_sizes_for", "cell_spec", "compile_modes", "config_hash",
     "device_variants", "enabled_workloads", "expand_matrix", "faults_for", "find_variant",
     "iter_device_ids", "launcher_settings", "load_schema", "normalise",
-    "read_merged_config", "repeat_settings", "settle_inherited_keys",
+    "read_merged_config", "repeat_settings", "run_order", "settle_inherited_keys",
     "validate_config", "workload_devices",
 ]  # fmt: skip

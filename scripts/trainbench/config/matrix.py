@@ -199,6 +199,37 @@ def expand_matrix(config: dict, reps: str = "min") -> list[Cell]:
     return sorted(cells)
 
 
+@dataclass(frozen=True)
+class RunOrder:
+    """Snakemake priorities that run the cells in rounds (repeat k of every cell before
+    repeat k + 1 of any), and within a round one workload and batch size's devices
+    one after another: a device's speedup over another is then measured seconds apart,
+    not half a round apart, so the host's drift over minutes (which moves every device
+    of a GPU host together, benchmarks/results/host-stability-2026-11-29.md) reaches
+    both sides of a ratio alike. Higher priority runs first."""
+
+    groups: tuple[tuple[str, int], ...]  # (workload, batch size), in run order
+    rounds: int  # the most repeats any cell may get
+
+    def priority(self, workload: str, batch_size: int | str, rep: int | str) -> int:
+        size = len(self.groups)
+        rank = self.groups.index((workload, int(batch_size)))
+        return (self.rounds - int(rep)) * size + (size - rank)
+
+    @property
+    def top(self) -> int:
+        """A priority above every cell's."""
+        return (self.rounds + 1) * max(1, len(self.groups)) + 1
+
+
+def run_order(config: dict) -> RunOrder:
+    """The run's :class:`RunOrder`: groups in the matrix's order, rounds up to the
+    most repeats any workload may get (adaptive rounds included)."""
+    cells = expand_matrix(config, "max")
+    groups = tuple(dict.fromkeys((c.workload, c.batch_size) for c in cells))
+    return RunOrder(groups=groups, rounds=max((c.rep + 1 for c in cells), default=1))
+
+
 def workload_devices(config: dict, workload: str) -> list[str]:
     """The workload's device ids in the config's order (the first is the default baseline)."""
     wl = config["workloads"][workload]
