@@ -9,6 +9,7 @@ import time
 import pytest
 from test_tracking import FakeDevice, _context, _parts, _spec
 from trainbench.measure.measurement import (
+    UNSTEADY_RETRIES,
     TimingProtocol,
     extension_steps_needed,
     measurement_window,
@@ -92,7 +93,7 @@ def test_a_short_energy_window_also_asks_for_steps():
     assert steps == pytest.approx((1.2 - 0.5) / 0.01, abs=1) and "energy window" in reason
 
 
-def test_a_run_without_a_steady_state_gets_one_more_region():
+def test_a_run_without_a_steady_state_settles_in_one_more_region():
     """Slow steps into the last sixth of the run (a warm-up that ended late): no steady
     state at the end of the epochs; one extension region later the run has one."""
     parts, calls = _parts(40), [0]
@@ -113,3 +114,27 @@ def test_a_run_without_a_steady_state_gets_one_more_region():
     assert result["extension"]["regions"] == 1 and result["extension"]["steps"] >= 40
     assert result["steady_state"]["classification"] == "warmup"
     assert result["steady_state"]["start_step"] == pytest.approx(68, abs=5)
+
+
+def test_a_run_that_keeps_drifting_gets_every_retry_and_stays_unsteady():
+    """Steps that slow down step after step (a real drift: heat, a slowing host): the
+    run gets UNSTEADY_RETRIES regions of half its steps so far, then is published as
+    no steady state, not extended further."""
+    parts, calls = _parts(20), [0]
+    loss_fn = parts.loss_fn
+
+    def drifting(model, batch):
+        calls[0] += 1
+        time.sleep(0.002 * 1.02 ** calls[0])  # 2% slower every step, without end
+        return loss_fn(model, batch)
+
+    parts.loss_fn = drifting
+    spec = _spec(20, epochs=2, warmup=1)
+    spec["timing"] = {"max_eval_passes": 3, "min_timed_seconds": 0.05, "min_timed_steps": 10,
+                      "step_breakdown": {"enabled": False}, "max_stall_share": 1.0}  # fmt: skip
+    result = run_training(parts, _context(spec, FakeDevice()))
+    extension = result["extension"]
+    assert extension["regions"] == UNSTEADY_RETRIES
+    assert extension["reason"].count("no steady state in") == UNSTEADY_RETRIES
+    assert "no steady state in 40 steps" in extension["reason"]
+    assert result["steady_state"]["classification"] == "no steady state"

@@ -155,6 +155,14 @@ def measurement_window(
 # An extension aims this far past each minimum, so that the window re-measured
 # (its steady state found again over the longer series) still passes.
 EXTENSION_MARGIN = 1.2
+# Regions a run with no steady state gets, each of half its steps so far (the series
+# grows up to 1.5^3 = 3.4 times, within timing.max_extension_seconds). A warm-up that
+# ended late settles in the first; a host whose speed wanders over fractions of a
+# second (a GPU host's VM: benchmarks/results/host-stability-2026-11-29.md) can leave
+# a 1-2 s window's first and last thirds apart where a longer window averages the
+# wander out, as adaptive_autorange times on until its spread is small; a real drift
+# (heat, a slowing host) stays and the run is still "no steady state".
+UNSTEADY_RETRIES = 3
 
 
 def extension_steps_needed(
@@ -169,8 +177,8 @@ def extension_steps_needed(
     minimums with :data:`EXTENSION_MARGIN`, and for its stalls to take at most
     ``timing.max_stall_share`` of it (:func:`.stalls.stall_steps_needed`), and why; None
     when all pass or no ``budget_seconds`` are left. ``retry_unsteady``: a run with no
-    steady state also gets one more region of half its steps so far (a warm-up that
-    ended late settles; a real drift does not). Steps are counted at the window's median
+    steady state also gets a region of half its steps so far (the caller grants
+    :data:`UNSTEADY_RETRIES` of them). Steps are counted at the window's median
     step time, and no more than fit in the budget at its mean step time (at least one):
     where stalls make the mean longer, the budget still bounds the seconds spent."""
     if budget_seconds <= 0:

@@ -26,7 +26,7 @@ from trainbench.measure.data import batch_size_of, host_float64, staged_batches
 from trainbench.measure.devices import AmpPolicy
 from trainbench.measure.heap import frozen_heap
 from trainbench.measure.loop_state import LoopState, LoopTrackers, loop_settings, measured_window
-from trainbench.measure.measurement import extension_steps_needed
+from trainbench.measure.measurement import UNSTEADY_RETRIES, extension_steps_needed
 from trainbench.measure.parts import (
     COMPILE_ERROR_NAMES,
     CompileFailedError,
@@ -49,7 +49,7 @@ from trainbench.measure.trackers.host import host_activity
 from trainbench.measure.training_result import loop_result
 
 # At most this many extension regions (each re-measures the window first).
-MAX_EXTENSION_REGIONS = 5
+MAX_EXTENSION_REGIONS = 8
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -348,11 +348,12 @@ class TrainingLoop:
         regions like an epoch's, with no evaluation and no learning-rate step; the
         task's metrics and losses come from the configured epochs only. At most
         ``timing.max_extension_seconds`` of steps (docs/statistics.md §1). A run with no
-        steady state gets one region more, once; stalls above timing.max_stall_share more."""
+        steady state gets up to UNSTEADY_RETRIES regions more; stalls above
+        timing.max_stall_share more."""
         protocol, state = self.settings.protocol, self.state
         if not protocol.extend_short_windows or self.reference:
             return
-        spent, budget, retried = 0.0, protocol.max_extension_seconds, False
+        spent, budget, retries = 0.0, protocol.max_extension_seconds, UNSTEADY_RETRIES
         self.scheduler_steps = False
         self.parts.model.train()
         batches = self.endless_batches()
@@ -362,12 +363,13 @@ class TrainingLoop:
                 self.energy.measured_seconds(TRAIN),
                 protocol,
                 budget - spent,
-                retry_unsteady=not retried,
+                retry_unsteady=retries > 0,
             )
             if need is None:
                 break
             steps, reason = need
-            retried = retried or "no steady state" in reason
+            if "no steady state" in reason:
+                retries -= 1
             if reason not in (state.extension_reason or ""):
                 state.extension_reason = "; ".join(filter(None, [state.extension_reason, reason]))
             label = len(state.step_seconds) + len(state.extension_seconds) + 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainbench.measure.loop_state import measured_window
-from trainbench.measure.measurement import epoch_windows, eval_window
+from trainbench.measure.measurement import UNSTEADY_RETRIES, epoch_windows, eval_window
 from trainbench.measure.training_facts import (
     model_facts,
     settings_facts,
@@ -34,7 +34,8 @@ def extension_facts(state: LoopState) -> dict:
         "after pass, no evaluation, no learning-rate step) until the window reaches "
         "timing.min_timed_seconds and min_timed_steps (and the energy window "
         "timing.min_energy_seconds) with a 20% margin, and until its stalls take at most "
-        "timing.max_stall_share of it with the same margin, at most "
+        "timing.max_stall_share of it with the same margin; a run with no steady state "
+        f"gets up to {UNSTEADY_RETRIES} regions of half its steps so far; at most "
         "timing.max_extension_seconds",
     }
 
