@@ -135,3 +135,33 @@ def test_rows_read_back_from_printed_lines():
         "quiet": {"cuda": {"cells": 1, "flagged": 0}},
         "hog_all_cpus": {"cpu-t1": {"cells": 1, "flagged": 1}},
     }
+
+
+def test_pairs_time_apart_and_alike(tmp_path):
+    """A comparison's two sides per round: started 7 s apart, and the host's change of
+    a round (+10%, 0, -10%) reaching both alike: correlation 1."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    rows = []
+    for w, base in (("cnn", 100.0), ("mlp", 50.0)):
+        for rep, host in enumerate((1.1, 1.0, 0.9)):
+            start = 1000.0 * rep + (0 if w == "cnn" else 100)
+            rows += [
+                {"workload": w, "device": "cpu", "backend": "cpu", "batch_size": 32, "rep": rep,
+                 "status": "ok", "samples_per_s": base * host, "started_unix": start},
+                {"workload": w, "device": "cuda", "backend": "cuda", "batch_size": 32,
+                 "rep": rep, "status": "ok", "samples_per_s": 20 * base * host,
+                 "started_unix": start + 7.0},
+            ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(tables / "runs.csv", index=False)
+    assert gpu_host.pairs(tmp_path) == {
+        "pairs": 6,
+        "median_gap_seconds": 7.0,
+        "deviation_correlation": 1.0,
+    }
+    # the cuda side moving against the cpu side: -1
+    for row in rows:
+        if row["backend"] == "cuda":
+            row["samples_per_s"] = 2000.0 / row["samples_per_s"] * 100
+    pd.DataFrame(rows).to_csv(tables / "runs.csv", index=False)
+    assert gpu_host.pairs(tmp_path)["deviation_correlation"] == -1.0

@@ -1,5 +1,6 @@
 """The GPU-host sweep's results file: verdicts reached and withheld in each workflow run,
-their agreement between two runs, how far each cell's repeats spread, the injected
+their agreement between two runs, how far each cell's repeats spread, how close in time
+and how alike a comparison's two sides were measured, the injected
 disturbances, and the other CPU time and throughput measured during cells, by round of
 repeats.
 
@@ -21,6 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REACHED = ("faster", "slower", "no clear difference")
@@ -134,6 +136,7 @@ def run_summary(results: Path) -> dict:
         ],
         "rounds": rounds(results),
         "repeat_spread": repeat_spread(results),
+        "pairs": pairs(results),
         "overall": overall(results),
     }
 
@@ -160,6 +163,36 @@ def repeat_spread(results: Path) -> list[dict]:
             }
         )
     return out
+
+
+def pairs(results: Path) -> dict | None:
+    """A comparison's two sides in one round: the cells of one workload, batch size and
+    repeat on the baseline's backend (cpu) and on cuda, both ok. The median seconds
+    between their starts, and the correlation of their deviations (log throughput less
+    the cell's mean over its repeats): near 1 when the host's changes reach both sides
+    alike (a ratio then cancels them), near 0 when they do not. None without a pair."""
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    if "started_unix" not in runs:
+        return None
+    ok = runs[(runs["status"] == "ok") & runs["backend"].isin(["cpu", "cuda"])].copy()
+    ok["log"] = np.log(ok["samples_per_s"])
+    ok["deviation"] = ok["log"] - ok.groupby(["workload", "device", "batch_size"])["log"].transform(
+        "mean"
+    )
+    wide = ok.pivot_table(
+        index=["workload", "batch_size", "rep"],
+        columns="backend",
+        values=["deviation", "started_unix"],
+    ).dropna()
+    if len(wide) < 3:
+        return None
+    gap = (wide["started_unix"]["cuda"] - wide["started_unix"]["cpu"]).abs()
+    corr = float(np.corrcoef(wide["deviation"]["cpu"], wide["deviation"]["cuda"])[0, 1])
+    return {
+        "pairs": len(wide),
+        "median_gap_seconds": round(float(gap.median()), 1),
+        "deviation_correlation": round(corr, 2),
+    }
 
 
 def agreement(first: Mapping, second: Mapping) -> dict:
@@ -230,6 +263,13 @@ def markdown(out: Mapping) -> str:
             f"{s['max']:.1%} ({_cells([s['max_at']])})"
             for s in run.get("repeat_spread", [])
         ]
+        if run.get("pairs"):
+            p = run["pairs"]
+            lines.append(
+                f"- run {i}, a comparison's two sides in one round ({p['pairs']} pairs): "
+                f"started {p['median_gap_seconds']:g} s apart (median); correlation of "
+                f"their deviations from their cells' means {p['deviation_correlation']:.2f}"
+            )
     ag = out["agreement"]
     if ag is None:
         lines.append("- agreement: one run only, nothing to compare")

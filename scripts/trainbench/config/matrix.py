@@ -204,9 +204,8 @@ class RunOrder:
     """Snakemake priorities that run the cells in rounds (repeat k of every cell before
     repeat k + 1 of any), and within a round one workload and batch size's devices
     one after another: a device's speedup over another is then measured seconds apart,
-    not half a round apart, so the host's drift over minutes (which moves every device
-    of a GPU host together, benchmarks/results/host-stability-2026-11-29.md) reaches
-    both sides of a ratio alike. Higher priority runs first."""
+    not half a round apart, less exposed to a host whose speed changes over minutes
+    (benchmarks/results/host-stability-2026-11-29.md). Higher priority runs first."""
 
     groups: tuple[tuple[str, int], ...]  # (workload, batch size), in run order
     rounds: int  # the most repeats any cell may get
