@@ -242,21 +242,19 @@ def injected(disturbances: Sequence[Mapping]) -> list[dict]:
     return list(out.values())
 
 
-def markdown(out: Mapping) -> str:
-    lines = [f"# GPU-host sweep: {out['made_at']}", "", out["how"], ""]
-    for i, run in enumerate(out["runs"], 1):
+def _run_lines(runs: Sequence[Mapping]) -> list[str]:
+    """Per run: the verdicts reached and withheld, then the repeats' spread and pairs."""
+    lines = []
+    for i, run in enumerate(runs, 1):
+        withheld = "; ".join(
+            f"{w['workload']} {w['device']} bs {w['batch_size']} ({w['reason']})"
+            for w in run["withheld"]
+        )
         lines.append(
             f"- run {i} (`{run['results']}`): {run['reached']} of {run['comparisons']} "
-            f"comparisons reached a speed verdict; withheld: "
-            + (
-                "; ".join(
-                    f"{w['workload']} {w['device']} bs {w['batch_size']} ({w['reason']})"
-                    for w in run["withheld"]
-                )
-                or "none"
-            )  # fmt: skip
+            f"comparisons reached a speed verdict; withheld: {withheld or 'none'}"
         )
-    for i, run in enumerate(out["runs"], 1):
+    for i, run in enumerate(runs, 1):
         lines += [
             f"- run {i}, spread of a cell's repeats on {s['backend']} (highest ÷ lowest "
             f"throughput − 1, {s['cells']} cells): median {s['median']:.1%}, largest "
@@ -270,6 +268,12 @@ def markdown(out: Mapping) -> str:
                 f"started {p['median_gap_seconds']:g} s apart (median); correlation of "
                 f"their deviations from their cells' means {p['deviation_correlation']:.2f}"
             )
+    return lines
+
+
+def markdown(out: Mapping) -> str:
+    lines = [f"# GPU-host sweep: {out['made_at']}", "", out["how"], ""]
+    lines += _run_lines(out["runs"])
     ag = out["agreement"]
     if ag is None:
         lines.append("- agreement: one run only, nothing to compare")

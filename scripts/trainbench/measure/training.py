@@ -347,9 +347,8 @@ class TrainingLoop:
         The steps continue training the final model on the training loader, in timed
         regions like an epoch's, with no evaluation and no learning-rate step; the
         task's metrics and losses come from the configured epochs only. At most
-        ``timing.max_extension_seconds`` of steps (docs/statistics.md §1). A run with no
-        steady state gets up to UNSTEADY_RETRIES regions more; stalls above
-        timing.max_stall_share more."""
+        ``timing.max_extension_seconds`` of steps (docs/statistics.md §1); more regions
+        for no steady state (UNSTEADY_RETRIES), for stalls above timing.max_stall_share."""
         protocol, state = self.settings.protocol, self.state
         if not protocol.extend_short_windows or self.reference:
             return
@@ -368,8 +367,7 @@ class TrainingLoop:
             if need is None:
                 break
             steps, reason = need
-            if "no steady state" in reason:
-                retries -= 1
+            retries -= int("no steady state" in reason)
             if reason not in (state.extension_reason or ""):
                 state.extension_reason = "; ".join(filter(None, [state.extension_reason, reason]))
             label = len(state.step_seconds) + len(state.extension_seconds) + 1
