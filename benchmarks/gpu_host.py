@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
 from trainbench.bench import gpu_host as gh  # noqa: E402
+from trainbench.bench import gpu_host_noise as noise  # noqa: E402
 from trainbench.common.atomic_files import atomic_write_text  # noqa: E402
 
 
@@ -40,6 +41,13 @@ def main() -> int:
         default=[],
         help="per run, a results folder of its records with float64 references made "
         "afterwards (for a run that made none): their overall verdicts are listed beside",
+    )
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="*",
+        help="results folders whose ok records are pooled for the agreement expected at "
+        "3, 5, 7 and 9 repeats (default: the runs)",
     )
     parser.add_argument("--how", default="", help="the commands and machine, in words")
     parser.add_argument("--out", type=Path)
@@ -57,6 +65,7 @@ def main() -> int:
         "runs": runs,
         # two runs of the same config agree or not; with one, nothing to compare
         "agreement": gh.agreement(runs[0], runs[1]) if len(runs) == 2 else None,
+        "agreement_chance": noise.agreement_chance(args.pool or args.runs),
         "injected": gh.injected(injections),
         "injected_from": [
             {

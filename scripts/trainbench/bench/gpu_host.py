@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from trainbench.bench.gpu_host_noise import window_halves
 
 REACHED = ("faster", "slower", "no clear difference")
 
@@ -137,6 +138,7 @@ def run_summary(results: Path) -> dict:
         "rounds": rounds(results),
         "repeat_spread": repeat_spread(results),
         "pairs": pairs(results),
+        "window_halves": window_halves(results),
         "overall": overall(results),
     }
 
@@ -261,6 +263,12 @@ def _run_lines(runs: Sequence[Mapping]) -> list[str]:
             f"{s['max']:.1%} ({_cells([s['max_at']])})"
             for s in run.get("repeat_spread", [])
         ]
+        lines += [
+            f"- run {i}, the two halves of a cell's own window on {h['device']} (highest ÷ "
+            f"lowest throughput − 1, {h['cells']} cells): median {h['median']:.1%}, 90th "
+            f"percentile {h['p90']:.1%}"
+            for h in run.get("window_halves", [])
+        ]
         if run.get("pairs"):
             p = run["pairs"]
             lines.append(
@@ -288,6 +296,14 @@ def markdown(out: Mapping) -> str:
                 if gap is not None
                 else ""
             )
+        )
+    if chance := out.get("agreement_chance"):
+        odds = ", ".join(f"{p:.0%} at {n}" for n, p in chance["chance_by_repeats"].items())
+        lines.append(
+            f"- agreement expected from these repeats (two runs, every speedup median within "
+            f"{chance['tolerance']:.0%}; {chance['draws']} bootstrap draws of each side from "
+            f"{', '.join(f'`{f}`' for f in chance['pooled_from'])}, the two sides drawn "
+            f"independently): {odds} repeats a side"
         )
     lines += ["", "| workload | device | bs | run 1 | run 2 |", "|---|---|---|---|---|"]
     later = out["runs"][1]["verdicts"] if len(out["runs"]) > 1 else []

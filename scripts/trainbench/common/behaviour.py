@@ -96,6 +96,7 @@ ANALYSIS_ONLY = (
     "scripts/trainbench/bench/workers.py",  # the parity-power study's process pool
     # Results files made from published tables or records, never a cell's code.
     "scripts/trainbench/bench/gpu_host.py",
+    "scripts/trainbench/bench/gpu_host_noise.py",
     "scripts/trainbench/bench/torch_versions.py",
     "scripts/trainbench/bench/eval_calibration_cost.py",
     # A toy workflow of sleeps, never a cell (its Snakefile applies launch/scheduler_passes,
