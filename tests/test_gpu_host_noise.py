@@ -46,7 +46,7 @@ def test_agreement_is_certain_without_noise_and_rare_with_a_wide_side(tmp_path):
     steady = [_row("cpu", r, 10.0) for r in range(3)] + [_row("cuda", r, 100.0) for r in range(3)]
     chance = agreement_chance([_folder(tmp_path / "a", steady)], repeats=(3, 9), draws=500)
     assert chance["chance_by_repeats"] == {"3": 1.0, "9": 1.0}
-    assert chance["comparisons"] == 1 and chance["records_per_side"] == {"cnn cuda bs 32": [3, 3]}
+    assert chance["comparisons"] == 1 and chance["rounds"] == {"cnn cuda bs 32": 3}
     # the cuda side measured 100 or 200 samples/s: medians of 3 often differ by 2x
     wide = [_row("cpu", r, 10.0) for r in range(4)] + [
         _row("cuda", r, v) for r, v in enumerate((100.0, 200.0, 100.0, 200.0))
@@ -54,3 +54,10 @@ def test_agreement_is_certain_without_noise_and_rare_with_a_wide_side(tmp_path):
     chance = agreement_chance([_folder(tmp_path / "b", wide)], repeats=(3, 9), draws=2000)
     assert chance["chance_by_repeats"]["3"] < 0.7
     assert chance["chance_by_repeats"]["3"] < chance["chance_by_repeats"]["9"] < 1.0
+    # the same throughputs, but the host moved both sides of a round alike: each
+    # round's ratio is 10, and the runs always agree
+    paired = [_row("cpu", r, v / 10) for r, v in enumerate((100.0, 200.0, 100.0, 200.0))] + [
+        _row("cuda", r, v) for r, v in enumerate((100.0, 200.0, 100.0, 200.0))
+    ]
+    chance = agreement_chance([_folder(tmp_path / "c", paired)], repeats=(3,), draws=2000)
+    assert chance["chance_by_repeats"] == {"3": 1.0}

@@ -301,9 +301,9 @@ def markdown(out: Mapping) -> str:
         odds = ", ".join(f"{p:.0%} at {n}" for n, p in chance["chance_by_repeats"].items())
         lines.append(
             f"- agreement expected from these repeats (two runs, every speedup median within "
-            f"{chance['tolerance']:.0%}; {chance['draws']} bootstrap draws of each side from "
-            f"{', '.join(f'`{f}`' for f in chance['pooled_from'])}, the two sides drawn "
-            f"independently): {odds} repeats a side"
+            f"{chance['tolerance']:.0%}; {chance['draws']} bootstrap draws of rounds from "
+            f"{', '.join(f'`{f}`' for f in chance['pooled_from'])}, a round's two sides "
+            f"drawn together): {odds} repeats"
         )
     lines += ["", "| workload | device | bs | run 1 | run 2 |", "|---|---|---|---|---|"]
     later = out["runs"][1]["verdicts"] if len(out["runs"]) > 1 else []

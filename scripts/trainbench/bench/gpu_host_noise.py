@@ -7,12 +7,12 @@
   moves within its window (a longer window would steady it) or between cells (only
   more repeats would).
 * :func:`agreement_chance`: the chance that two runs of n repeats each agree — every
-  speedup median within ``tolerance`` of the other run's — were a cell's repeats drawn
-  from what the pooled runs measured (bootstrap draws of
-  each side, independent; Kalibera & Jones's question "how many repeats for this
-  precision", asked of the agreement criterion). The sides are drawn independently,
-  so any correlation of a comparison's two sides (trainbench.bench.gpu_host.pairs) is
-  left out: conservative where it is positive.
+  speedup median within ``tolerance`` of the other run's — were a run's rounds drawn
+  from what the pooled runs measured (Kalibera & Jones's question "how many repeats
+  for this precision", asked of the agreement criterion). A round's two sides are
+  drawn together (the baseline's and the device's records of one run and repeat), as a
+  run measures them one after another (trainbench.config.RunOrder): what the host does
+  to both sides of a round stays paired, as in the runs.
 """
 
 from __future__ import annotations
@@ -62,18 +62,26 @@ def window_halves(results: Path) -> list[dict]:
     ]
 
 
-def _pooled_sides(folders: Sequence[Path], baseline: str) -> dict[tuple, tuple]:
-    """{(workload, batch_size, device): (baseline's throughputs, device's)} over every
-    ok record of the folders."""
-    runs = pd.concat([pd.read_csv(f / "tables" / "runs.csv") for f in folders])
+def _pooled_rounds(folders: Sequence[Path], baseline: str) -> dict[tuple, np.ndarray]:
+    """{(workload, batch_size, device): rows of (baseline's throughput, device's)}, one
+    row per run and repeat where both sides are ok, over the folders."""
+    columns = ["workload", "batch_size", "device", "rep", "status", "samples_per_s"]
+    tables = [
+        pd.read_csv(f / "tables" / "runs.csv")[columns].assign(folder=i)
+        for i, f in enumerate(folders)
+    ]
+    runs = pd.concat(tables)
     ok = runs[(runs["status"] == "ok") & runs["samples_per_s"].notna()]
-    values = ok.groupby(["workload", "batch_size", "device"])["samples_per_s"].apply(np.asarray)
-    sides = {}
-    for (workload, batch_size, device), v in values.items():
-        base = values.get((workload, batch_size, baseline))
-        if device != baseline and base is not None:
-            sides[(workload, int(batch_size), device)] = (base, v)
-    return sides
+    keys = ["folder", "workload", "batch_size", "rep"]
+    base = ok[ok["device"] == baseline].set_index(keys)["samples_per_s"].rename("base")
+    rounds = {}
+    for (workload, batch_size, device), g in ok[ok["device"] != baseline].groupby(
+        ["workload", "batch_size", "device"]
+    ):
+        both = g.set_index(keys)[["samples_per_s"]].join(base, how="inner").dropna()
+        if len(both):
+            rounds[(workload, int(batch_size), device)] = both[["base", "samples_per_s"]].to_numpy()
+    return rounds
 
 
 def agreement_chance(
@@ -84,31 +92,30 @@ def agreement_chance(
     baseline: str = "cpu",
     seed: int = 0,
 ) -> dict:
-    """For each n of ``repeats``: the share of ``draws`` in which two runs of n repeats
-    a side, drawn with replacement from the pooled ok records of ``folders``, give
-    every comparison's speedup median (median ÷ baseline median) within ``tolerance``
-    of the other run's (max ÷ min − 1)."""
-    sides = _pooled_sides(folders, baseline)
+    """For each n of ``repeats``: the share of ``draws`` in which two runs of n rounds,
+    drawn with replacement from the pooled rounds of ``folders``, give every
+    comparison's speedup median (device's median ÷ baseline's median) within
+    ``tolerance`` of the other run's (max ÷ min − 1)."""
+    rounds = _pooled_rounds(folders, baseline)
     rng = np.random.default_rng(seed)
 
-    def speedups(base: np.ndarray, device: np.ndarray, n: int) -> np.ndarray:
-        """``draws`` speedup medians of a run of n repeats a side."""
-        medians = np.median(rng.choice(device, (draws, n)), axis=1)
-        return medians / np.median(rng.choice(base, (draws, n)), axis=1)
+    def speedups(pairs: np.ndarray, n: int) -> np.ndarray:
+        """``draws`` speedup medians of a run of n rounds."""
+        picked = pairs[rng.integers(0, len(pairs), (draws, n))]
+        return np.median(picked[..., 1], axis=1) / np.median(picked[..., 0], axis=1)
 
     chance = {}
     for n in repeats:
         agree = np.ones(draws, dtype=bool)
-        for base, device in sides.values():
-            a, b = speedups(base, device, n), speedups(base, device, n)
+        for pairs in rounds.values():
+            a, b = speedups(pairs, n), speedups(pairs, n)
             agree &= np.maximum(a, b) / np.minimum(a, b) - 1 <= tolerance
         chance[str(n)] = round(float(agree.mean()), 3)
-    pooled = {f"{w} {d} bs {bs}": [len(b), len(v)] for (w, bs, d), (b, v) in sides.items()}
     return {
         "tolerance": tolerance,
         "draws": draws,
         "pooled_from": [str(f) for f in folders],
-        "comparisons": len(sides),
-        "records_per_side": pooled,
+        "comparisons": len(rounds),
+        "rounds": {f"{w} {d} bs {bs}": len(p) for (w, bs, d), p in rounds.items()},
         "chance_by_repeats": chance,
     }
