@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from trainbench.bench import disturbance, gpu_host
+from trainbench.bench.gpu_host_noise import pairs
 
 
 def _run(folder: Path, verdicts: dict, shares=(0.01, 0.02, 0.03), overall=None) -> Path:
@@ -154,7 +155,7 @@ def test_pairs_time_apart_and_alike(tmp_path):
                  "started_unix": start + 7.0},
             ]  # fmt: skip
     pd.DataFrame(rows).to_csv(tables / "runs.csv", index=False)
-    assert gpu_host.pairs(tmp_path) == {
+    assert pairs(tmp_path) == {
         "pairs": 6,
         "median_gap_seconds": 7.0,
         "deviation_correlation": 1.0,
@@ -164,4 +165,4 @@ def test_pairs_time_apart_and_alike(tmp_path):
         if row["backend"] == "cuda":
             row["samples_per_s"] = 2000.0 / row["samples_per_s"] * 100
     pd.DataFrame(rows).to_csv(tables / "runs.csv", index=False)
-    assert gpu_host.pairs(tmp_path)["deviation_correlation"] == -1.0
+    assert pairs(tmp_path)["deviation_correlation"] == -1.0

@@ -22,9 +22,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-from trainbench.bench.gpu_host_noise import window_halves
+from trainbench.bench.gpu_host_noise import pairs, window_halves
 
 REACHED = ("faster", "slower", "no clear difference")
 
@@ -165,36 +164,6 @@ def repeat_spread(results: Path) -> list[dict]:
             }
         )
     return out
-
-
-def pairs(results: Path) -> dict | None:
-    """A comparison's two sides in one round: the cells of one workload, batch size and
-    repeat on the baseline's backend (cpu) and on cuda, both ok. The median seconds
-    between their starts, and the correlation of their deviations (log throughput less
-    the cell's mean over its repeats): near 1 when the host's changes reach both sides
-    alike (a ratio then cancels them), near 0 when they do not. None without a pair."""
-    runs = pd.read_csv(results / "tables" / "runs.csv")
-    if "started_unix" not in runs:
-        return None
-    ok = runs[(runs["status"] == "ok") & runs["backend"].isin(["cpu", "cuda"])].copy()
-    ok["log"] = np.log(ok["samples_per_s"])
-    ok["deviation"] = ok["log"] - ok.groupby(["workload", "device", "batch_size"])["log"].transform(
-        "mean"
-    )
-    wide = ok.pivot_table(
-        index=["workload", "batch_size", "rep"],
-        columns="backend",
-        values=["deviation", "started_unix"],
-    ).dropna()
-    if len(wide) < 3:
-        return None
-    gap = (wide["started_unix"]["cuda"] - wide["started_unix"]["cpu"]).abs()
-    corr = float(np.corrcoef(wide["deviation"]["cpu"], wide["deviation"]["cuda"])[0, 1])
-    return {
-        "pairs": len(wide),
-        "median_gap_seconds": round(float(gap.median()), 1),
-        "deviation_correlation": round(corr, 2),
-    }
 
 
 def agreement(first: Mapping, second: Mapping) -> dict:

@@ -6,6 +6,8 @@
   (:func:`trainbench.bench.gpu_host.repeat_spread`), it says whether a cell's number
   moves within its window (a longer window would steady it) or between cells (only
   more repeats would).
+* :func:`pairs`: how far apart in time a round's two sides were measured, and how
+  alike the host's changes reached them.
 * :func:`agreement_chance`: the chance that two runs of n repeats each agree — every
   speedup median within ``tolerance`` of the other run's — were a run's rounds drawn
   from what the pooled runs measured (Kalibera & Jones's question "how many repeats
@@ -60,6 +62,36 @@ def window_halves(results: Path) -> list[dict]:
         }
         for device, values in sorted(gaps.items())
     ]
+
+
+def pairs(results: Path) -> dict | None:
+    """A comparison's two sides in one round: the cells of one workload, batch size and
+    repeat on the baseline's backend (cpu) and on cuda, both ok. The median seconds
+    between their starts, and the correlation of their deviations (log throughput less
+    the cell's mean over its repeats): near 1 when the host's changes reach both sides
+    alike (a ratio then cancels them), near 0 when they do not. None without a pair."""
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    if "started_unix" not in runs:
+        return None
+    ok = runs[(runs["status"] == "ok") & runs["backend"].isin(["cpu", "cuda"])].copy()
+    ok["log"] = np.log(ok["samples_per_s"])
+    ok["deviation"] = ok["log"] - ok.groupby(["workload", "device", "batch_size"])["log"].transform(
+        "mean"
+    )
+    wide = ok.pivot_table(
+        index=["workload", "batch_size", "rep"],
+        columns="backend",
+        values=["deviation", "started_unix"],
+    ).dropna()
+    if len(wide) < 3:
+        return None
+    gap = (wide["started_unix"]["cuda"] - wide["started_unix"]["cpu"]).abs()
+    corr = float(np.corrcoef(wide["deviation"]["cpu"], wide["deviation"]["cuda"])[0, 1])
+    return {
+        "pairs": len(wide),
+        "median_gap_seconds": round(float(gap.median()), 1),
+        "deviation_correlation": round(corr, 2),
+    }
 
 
 def _pooled_rounds(folders: Sequence[Path], baseline: str) -> dict[tuple, np.ndarray]:
