@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     made = dt.datetime.now(dt.UTC)
-    cores = len(hs.os.sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cuda = torch.cuda.is_available()
     out = args.out or HERE / "results" / f"host-stability-{made:%Y-%m-%d}.json"
     result = {

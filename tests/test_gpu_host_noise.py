@@ -46,6 +46,7 @@ def test_agreement_is_certain_without_noise_and_rare_with_a_wide_side(tmp_path):
     steady = [_row("cpu", r, 10.0) for r in range(3)] + [_row("cuda", r, 100.0) for r in range(3)]
     chance = agreement_chance([_folder(tmp_path / "a", steady)], repeats=(3, 9), draws=500)
     assert chance["chance_by_repeats"] == {"3": 1.0, "9": 1.0}
+    assert chance["pooled_pairs"] == {str(tmp_path / "a"): None}  # no start times recorded
     assert chance["comparisons"] == 1 and chance["rounds"] == {"cnn cuda bs 32": 3}
     # the cuda side measured 100 or 200 samples/s: medians of 3 often differ by 2x
     wide = [_row("cpu", r, 10.0) for r in range(4)] + [

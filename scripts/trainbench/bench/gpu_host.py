@@ -274,6 +274,12 @@ def markdown(out: Mapping) -> str:
             f"{', '.join(f'`{f}`' for f in chance['pooled_from'])}, a round's two sides "
             f"drawn together): {odds} repeats"
         )
+        lines += [
+            f"- pooled `{folder}`: a round's two sides started {p['median_gap_seconds']:g} s "
+            f"apart (median), correlation of their deviations {p['deviation_correlation']:.2f}"
+            for folder, p in chance.get("pooled_pairs", {}).items()
+            if p
+        ]
     lines += ["", "| workload | device | bs | run 1 | run 2 |", "|---|---|---|---|---|"]
     later = out["runs"][1]["verdicts"] if len(out["runs"]) > 1 else []
     second = {(v["workload"], v["device"], v["batch_size"]): v for v in later}

@@ -131,16 +131,16 @@ def agreement_chance(
     rounds = _pooled_rounds(folders, baseline)
     rng = np.random.default_rng(seed)
 
-    def speedups(pairs: np.ndarray, n: int) -> np.ndarray:
-        """``draws`` speedup medians of a run of n rounds."""
-        picked = pairs[rng.integers(0, len(pairs), (draws, n))]
+    def speedups(sides: np.ndarray, n: int) -> np.ndarray:
+        """``draws`` speedup medians of a run of n rounds (rows: baseline, device)."""
+        picked = sides[rng.integers(0, len(sides), (draws, n))]
         return np.median(picked[..., 1], axis=1) / np.median(picked[..., 0], axis=1)
 
     chance = {}
     for n in repeats:
         agree = np.ones(draws, dtype=bool)
-        for pairs in rounds.values():
-            a, b = speedups(pairs, n), speedups(pairs, n)
+        for sides in rounds.values():
+            a, b = speedups(sides, n), speedups(sides, n)
             agree &= np.maximum(a, b) / np.minimum(a, b) - 1 <= tolerance
         chance[str(n)] = round(float(agree.mean()), 3)
     return {
@@ -148,6 +148,8 @@ def agreement_chance(
         "draws": draws,
         "pooled_from": [str(f) for f in folders],
         "comparisons": len(rounds),
-        "rounds": {f"{w} {d} bs {bs}": len(p) for (w, bs, d), p in rounds.items()},
+        "rounds": {f"{w} {d} bs {bs}": len(r) for (w, bs, d), r in rounds.items()},
         "chance_by_repeats": chance,
+        # each pooled run's pairing in time (as :func:`pairs` reports a run's)
+        "pooled_pairs": {str(f): pairs(f) for f in folders},
     }
