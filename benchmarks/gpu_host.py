@@ -32,7 +32,13 @@ from trainbench.common.atomic_files import atomic_write_text  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="each run's results folder (1 or 2)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        help="each run's results folder: the first two are the pair judged (declared "
+        "before the runs), a later one is compared with each as well",
+    )
     parser.add_argument("--disturbance", type=Path, nargs="*", default=[])
     parser.add_argument(
         "--referenced",
@@ -63,8 +69,9 @@ def main() -> int:
         "made_at": made.isoformat(timespec="seconds"),
         "how": args.how,
         "runs": runs,
-        # two runs of the same config agree or not; with one, nothing to compare
-        "agreement": gh.agreement(runs[0], runs[1]) if len(runs) == 2 else None,
+        # the first two runs are the declared pair; with one, nothing to compare
+        "agreement": gh.agreement(runs[0], runs[1]) if len(runs) > 1 else None,
+        "agreement_other_pairs": gh.other_pairs(runs),
         "agreement_chance": noise.agreement_chance(args.pool or args.runs),
         "injected": gh.injected(injections),
         "injected_from": [

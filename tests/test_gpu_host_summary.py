@@ -91,6 +91,31 @@ def test_reached_withheld_and_agreement(tmp_path):
     assert "| 1 | `results/ref` | mlp | cuda | insufficient data | parity insufficient" in text
 
 
+def test_intervals_overlap_and_every_later_pair(tmp_path):
+    """Each comparison's interval (here ±10% of its speedup) meets the other run's or
+    not; a third run is compared with each of the declared pair's runs."""
+    runs = [
+        gpu_host.run_summary(_run(tmp_path / name, {"cnn": ("faster", speedup)}))
+        for name, speedup in (("a", 10.0), ("b", 11.5), ("c", 14.0))
+    ]
+    assert gpu_host.agreement(runs[0], runs[1])["intervals_overlap"] is True  # 9–11, 10.35–12.65
+    pairs_ = gpu_host.other_pairs(runs)
+    assert [p["runs"] for p in pairs_] == [[1, 3], [2, 3]]
+    assert pairs_[0]["intervals_overlap"] is False  # 9–11 against 12.6–15.4
+    assert pairs_[0]["intervals_apart"] == [["cnn", "cuda", 32]]
+    assert pairs_[1]["intervals_overlap"] is True  # 10.35–12.65 against 12.6–15.4
+    assert pairs_[0]["max_median_difference"] == pytest.approx(0.4)
+    text = gpu_host.markdown({"made_at": "now", "how": "", "runs": runs, "injected": [],
+                              "agreement": gpu_host.agreement(runs[0], runs[1]),
+                              "agreement_other_pairs": pairs_})  # fmt: skip
+    assert "| cnn | cuda | 32 | faster 10× (9–11) | faster 11.5× (10.3–12.7) | faster 14×" in text
+    assert "agreement of runs 1 and 3: the same speed verdicts in both: yes" in text
+    assert "every comparison's intervals overlap: no (cnn cuda bs 32)" in text
+    # an interval without finite ends meets nothing
+    assert gpu_host._overlap([float("nan"), 2.0], [1.0, 3.0]) is False
+    assert gpu_host._overlap(None, [1.0, 3.0]) is False
+
+
 def test_injected_counts_per_condition_and_device():
     rows = [
         {"condition": "quiet", "device": "cuda", "status": "ok", "flagged": False},

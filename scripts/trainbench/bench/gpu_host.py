@@ -19,6 +19,7 @@ JSON; nothing is typed in.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -180,6 +181,7 @@ def agreement(first: Mapping, second: Mapping) -> dict:
         if x and y and x > 0 and y > 0:
             gaps.append((max(x, y) / min(x, y) - 1, list(k)))
     worst = max(gaps) if gaps else (None, None)
+    apart = [list(k) for k in both if not _overlap(a[k].get("interval"), b[k].get("interval"))]
     return {
         "compared": len(both),
         "only_in_one": [list(k) for k in sorted(set(a) ^ set(b))],
@@ -187,7 +189,30 @@ def agreement(first: Mapping, second: Mapping) -> dict:
         "differing_verdicts": differing,
         "max_median_difference": None if worst[0] is None else round(worst[0], 4),
         "max_median_difference_at": worst[1],
+        # each comparison's speedup interval in one run meets the other run's
+        "intervals_overlap": not apart,
+        "intervals_apart": apart,
     }
+
+
+def _overlap(first: Sequence[float] | None, second: Sequence[float] | None) -> bool:
+    """Two [low, high] intervals share a point; a missing or NaN end meets nothing."""
+    ends = [float(v) for v in (*(first or ()), *(second or ())) if v is not None]
+    if len(ends) != 4 or any(math.isnan(v) for v in ends):
+        return False
+    lo1, hi1, lo2, hi2 = ends
+    return lo1 <= hi2 and lo2 <= hi1
+
+
+def other_pairs(runs: Sequence[Mapping]) -> list[dict]:
+    """The agreement of every pair of runs but the first two (the declared pair), each
+    with its runs' numbers counted from 1."""
+    return [
+        {"runs": [i + 1, j + 1], **agreement(runs[i], runs[j])}
+        for i in range(len(runs))
+        for j in range(i + 1, len(runs))
+        if (i, j) != (0, 1)
+    ]
 
 
 def injected(disturbances: Sequence[Mapping]) -> list[dict]:
@@ -251,21 +276,14 @@ def _run_lines(runs: Sequence[Mapping]) -> list[str]:
 def markdown(out: Mapping) -> str:
     lines = [f"# GPU-host sweep: {out['made_at']}", "", out["how"], ""]
     lines += _run_lines(out["runs"])
-    ag = out["agreement"]
-    if ag is None:
+    if out["agreement"] is None:
         lines.append("- agreement: one run only, nothing to compare")
     else:
-        same = "yes" if ag["same_verdicts"] else f"no ({_cells(ag['differing_verdicts'])})"
-        gap = ag["max_median_difference"]
-        lines.append(
-            f"- agreement: the same speed verdicts in both runs: {same}"
-            + (
-                f"; largest difference of two speedup medians {gap:.2%} "
-                f"({_cells([ag['max_median_difference_at']])})"
-                if gap is not None
-                else ""
-            )
-        )
+        lines.append(_agreement_line("agreement of runs 1 and 2", out["agreement"]))
+    lines += [
+        _agreement_line(f"agreement of runs {p['runs'][0]} and {p['runs'][1]}", p)
+        for p in out.get("agreement_other_pairs") or []
+    ]
     if chance := out.get("agreement_chance"):
         odds = ", ".join(f"{p:.0%} at {n}" for n, p in chance["chance_by_repeats"].items())
         lines.append(
@@ -280,15 +298,15 @@ def markdown(out: Mapping) -> str:
             for folder, p in chance.get("pooled_pairs", {}).items()
             if p
         ]
-    lines += ["", "| workload | device | bs | run 1 | run 2 |", "|---|---|---|---|---|"]
-    later = out["runs"][1]["verdicts"] if len(out["runs"]) > 1 else []
-    second = {(v["workload"], v["device"], v["batch_size"]): v for v in later}
-    for v in out["runs"][0]["verdicts"]:
-        w = second.get((v["workload"], v["device"], v["batch_size"]), {})
-        lines.append(
-            f"| {v['workload']} | {v['device']} | {v['batch_size']} | {_verdict(v)} | "
-            f"{_verdict(w) if w else '–'} |"
-        )
+    runs = out["runs"]
+    lines += ["", "| workload | device | bs | " + " | ".join(f"run {i}" for i in range(1, len(runs) + 1))
+              + " |", "|---|---|---|" + "---|" * len(runs)]  # fmt: skip
+    by_run = [
+        {(v["workload"], v["device"], v["batch_size"]): v for v in r["verdicts"]} for r in runs
+    ]
+    for key in by_run[0]:
+        cells = [_verdict(b[key]) if key in b else "–" for b in by_run]
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
     lines += ["", "The report's overall verdicts (speed, verification checks and parity):", "",
               "| run | workload | device | overall verdict | decided by |", "|---|---|---|---|---|"]  # fmt: skip
     for i, run in enumerate(out["runs"], 1):
@@ -323,6 +341,18 @@ def markdown(out: Mapping) -> str:
                 f" | {_ratio(r.get('throughput_vs_round_0'))} | {r['disturbed']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _agreement_line(what: str, ag: Mapping) -> str:
+    same = "yes" if ag["same_verdicts"] else f"no ({_cells(ag['differing_verdicts'])})"
+    line = f"- {what}: the same speed verdicts in both: {same}"
+    if (gap := ag["max_median_difference"]) is not None:
+        line += (f"; largest difference of two speedup medians {gap:.2%} "
+                 f"({_cells([ag['max_median_difference_at']])})")  # fmt: skip
+    if "intervals_overlap" in ag:
+        apart = _cells(ag["intervals_apart"])
+        line += f"; every comparison's intervals overlap: {'yes' if ag['intervals_overlap'] else f'no ({apart})'}"
+    return line
 
 
 def _cells(keys: Sequence[Sequence]) -> str:
