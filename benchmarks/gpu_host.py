@@ -73,6 +73,7 @@ def main() -> int:
         "agreement": gh.agreement(runs[0], runs[1]) if len(runs) > 1 else None,
         "agreement_other_pairs": gh.other_pairs(runs),
         "agreement_chance": noise.agreement_chance(args.pool or args.runs),
+        "observed_agreement": gh.observed_agreement(args.pool or args.runs),
         "injected": gh.injected(injections),
         "injected_from": [
             {

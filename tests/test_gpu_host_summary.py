@@ -111,6 +111,19 @@ def test_intervals_overlap_and_every_later_pair(tmp_path):
     assert "| cnn | cuda | 32 | faster 10× (9–11) | faster 11.5× (10.3–12.7) | faster 14×" in text
     assert "agreement of runs 1 and 3: the same speed verdicts in both: yes" in text
     assert "every comparison's intervals overlap: no (cnn cuda bs 32)" in text
+    # every pair of the pooled runs, judged as the declared pair is
+    # (a, b: 15.00%, within; a, c: 40%; b, c: 21.7%)
+    seen = gpu_host.observed_agreement([tmp_path / n for n in "abc"])
+    assert seen == {"tolerance": 0.15, "pairs": 3, "within_tolerance": 1, "same_verdicts": 3,
+                    "intervals_overlap": 2}  # fmt: skip
+    out = {"made_at": "now", "how": "", "runs": runs, "injected": [], "agreement": None,
+           "agreement_chance": {"tolerance": 0.15, "draws": 4, "pooled_from": ["a"],
+                                "chance_by_repeats": {"3": 0.5}},
+           "observed_agreement": seen}  # fmt: skip
+    assert (
+        "3 pairs, each judged as runs 1 and 2 are: every speedup median within 15% in 1,"
+        in gpu_host.markdown(out)
+    )
     # an interval without finite ends meets nothing
     assert gpu_host._overlap([float("nan"), 2.0], [1.0, 3.0]) is False
     assert gpu_host._overlap(None, [1.0, 3.0]) is False

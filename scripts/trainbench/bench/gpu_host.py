@@ -195,6 +195,25 @@ def agreement(first: Mapping, second: Mapping) -> dict:
     }
 
 
+def observed_agreement(folders: Sequence[Path], tolerance: float = 0.15) -> dict:
+    """Every pair of the pooled runs judged as the declared pair is: how many pairs had
+    every speedup median within ``tolerance`` of the other's, the same verdicts, and
+    every comparison's intervals overlapping (the bootstrap's estimate, checked against
+    the runs themselves)."""
+    runs = [run_summary(f) for f in folders]
+    pairs_ = [
+        agreement(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs))
+    ]
+    gaps = [p["max_median_difference"] for p in pairs_]
+    return {
+        "tolerance": tolerance,
+        "pairs": len(pairs_),
+        "within_tolerance": sum(g is not None and g <= tolerance for g in gaps),
+        "same_verdicts": sum(p["same_verdicts"] for p in pairs_),
+        "intervals_overlap": sum(p["intervals_overlap"] for p in pairs_),
+    }
+
+
 def _overlap(first: Sequence[float] | None, second: Sequence[float] | None) -> bool:
     """Two [low, high] intervals share a point; a missing or NaN end meets nothing."""
     ends = [float(v) for v in (*(first or ()), *(second or ())) if v is not None]
@@ -292,6 +311,13 @@ def markdown(out: Mapping) -> str:
             f"{', '.join(f'`{f}`' for f in chance['pooled_from'])}, a round's two sides "
             f"drawn together): {odds} repeats"
         )
+        if seen := out.get("observed_agreement"):
+            lines.append(
+                f"- the same runs' {seen['pairs']} pairs, each judged as runs 1 and 2 are: "
+                f"every speedup median within {seen['tolerance']:.0%} in {seen['within_tolerance']}, "
+                f"the same verdicts in {seen['same_verdicts']}, every comparison's intervals "
+                f"overlapping in {seen['intervals_overlap']}"
+            )
         lines += [
             f"- pooled `{folder}`: a round's two sides started {p['median_gap_seconds']:g} s "
             f"apart (median), correlation of their deviations {p['deviation_correlation']:.2f}"
