@@ -58,6 +58,30 @@ def test_a_3_ms_pass_gets_the_passes_that_reach_the_minimum():
     assert window["calibration"] is facts
 
 
+def test_an_evaluation_minimum_apart_from_the_training_window():
+    """timing.min_eval_seconds sets the evaluation's minimum alone: training windows of
+    5 s (criterion's measurement time) leave evaluation at its own 1 s; unset, the
+    evaluation follows min_timed_seconds."""
+    apart = TimingProtocol(min_timed_seconds=5.0, min_eval_seconds=1.0)
+    together = TimingProtocol(min_timed_seconds=5.0)
+    assert (apart.eval_minimum, together.eval_minimum) == (1.0, 5.0)
+    passes = _curve(0.01)
+    need_apart, _ = eval_passes_needed(passes, apart)
+    need_together, _ = eval_passes_needed(passes, together)
+    assert need_apart == math.ceil((1.0 * EXTENSION_MARGIN - 0.07) / 0.01)
+    assert need_together == math.ceil((5.0 * EXTENSION_MARGIN - 0.07) / 0.01)
+    loop = FakeLoop(passes, 0.01)
+    facts = calibrate(loop.time_pass, passes, apart, loop.clock)
+    assert facts["target_seconds"] == pytest.approx(1.0 * EXTENSION_MARGIN)
+    assert eval_window(passes, apart, facts)["measured"] is True
+    # the same 1.2 s of warm passes fall short of the evaluation minimum of 5 s
+    window = eval_window(passes, together, facts)
+    assert window["measured"] is False and "< 5 s" in window["short_window_reason"]
+    # from a cell's spec, as the schema's default (null) leaves it
+    spec = {"timing": {"min_timed_seconds": 5.0, "min_eval_seconds": None}}
+    assert TimingProtocol.from_spec(spec).eval_minimum == 5.0
+
+
 def test_passes_are_counted_no_further_than_the_budget_allows():
     """A budget that reaches the minimum but not the margin: as many passes as fit."""
     protocol = TimingProtocol(max_eval_seconds=1.1)

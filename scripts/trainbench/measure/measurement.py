@@ -22,6 +22,7 @@ from trainbench.measure.steady import (
 
 DEFAULTS = {
     "min_timed_seconds": 1.0,
+    "min_eval_seconds": None,  # None: min_timed_seconds
     "min_timed_steps": 20,
     "max_eval_passes": 2000,
     "max_eval_seconds": 10.0,
@@ -38,6 +39,7 @@ DEFAULTS = {
 @dataclass(frozen=True)
 class TimingProtocol:
     min_timed_seconds: float = DEFAULTS["min_timed_seconds"]
+    min_eval_seconds: float | None = DEFAULTS["min_eval_seconds"]
     min_timed_steps: int = DEFAULTS["min_timed_steps"]
     max_eval_passes: int = DEFAULTS["max_eval_passes"]
     max_eval_seconds: float = DEFAULTS["max_eval_seconds"]
@@ -64,6 +66,14 @@ class TimingProtocol:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def eval_minimum(self) -> float:
+        """The shortest warm evaluation an evaluation speed rests on:
+        ``min_eval_seconds``, or ``min_timed_seconds`` where it is not set."""
+        if self.min_eval_seconds is None:
+            return self.min_timed_seconds
+        return self.min_eval_seconds
 
 
 def _short_reason(seconds: float, steps: int, protocol: TimingProtocol, what: str) -> str | None:
@@ -243,20 +253,21 @@ def eval_window(
     passes: Sequence[dict], protocol: TimingProtocol, calibration: dict | None = None
 ) -> dict:
     """Evaluation throughput from warm passes only; the cold first pass apart. Warm
-    passes that add up to less than ``min_timed_seconds`` (after the calibration passes
+    passes that add up to less than its minimum (``TimingProtocol.eval_minimum``; after
+    the calibration passes
     of :mod:`trainbench.measure.eval_calibration`, whose facts ``calibration`` holds)
     leave the evaluation speed not measured: no samples_per_s, the reason beside it."""
     warm = [p for p in passes if not p["cold"]]
     cold = [p for p in passes if p["cold"]]
     seconds = float(sum(p["seconds"] for p in warm))
     samples = int(sum(p["samples"] for p in warm))
-    measured = bool(warm) and seconds >= protocol.min_timed_seconds
+    measured = bool(warm) and seconds >= protocol.eval_minimum
     reason = None
     if not measured:
         why = (calibration or {}).get("out_of_reach")
         reason = (
             f"evaluation speed not measured: warm evaluation {seconds:.3g} s < "
-            f"{protocol.min_timed_seconds:g} s after {len(passes)} passes"
+            f"{protocol.eval_minimum:g} s after {len(passes)} passes"
             + (f" ({why})" if why else "")
         )
     return {
@@ -271,5 +282,5 @@ def eval_window(
         "method": "wall clock of evaluate(), device synchronized at both edges; the first "
         "(cold) pass reported apart; warm passes of the per-epoch evaluations, then the "
         "calibration passes of the final model (calibration.method); below "
-        "timing.min_timed_seconds the speed is not measured",
+        "timing.min_eval_seconds (default timing.min_timed_seconds) the speed is not measured",
     }
