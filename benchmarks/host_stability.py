@@ -29,6 +29,12 @@ from trainbench.common.code_identity import source_fingerprint  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--interval", type=float, default=0.5, help="seconds per interval")
+    parser.add_argument(
+        "--windows",
+        action="store_true",
+        help="instead of the groups: 1-s and 5-s windows alternating, one interval each "
+        "(host_stability.window_plan)",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     made = dt.datetime.now(dt.UTC)
@@ -42,9 +48,13 @@ def main() -> int:
         "code": f"git {git_commit(HERE.parent)}, source {source_fingerprint(HERE.parent)}",
         "groups": {},
     }
-    for group, device, threads, seconds, pin, processes, env in hs.plan(cuda, cores):
-        rows = [hs.run_child(device, threads, seconds, args.interval, pin, env)
+    steps = hs.window_plan(cuda) if args.windows else hs.plan(cuda, cores)
+    for group, device, threads, seconds, pin, processes, env in steps:
+        interval = seconds if args.windows else args.interval
+        rows = [hs.run_child(device, threads, seconds, interval, pin, env)
                 for _ in range(processes)]  # fmt: skip
+        # a group met again (the alternating windows) gathers its processes
+        rows = result["groups"].get(group, {}).get("rows", []) + rows
         result["groups"][group] = {"rows": rows, "summary": hs.summary(rows)}
         print(group, json.dumps(result["groups"][group]["summary"]), flush=True)
         # Written after every group: a run cut short keeps the groups it finished.

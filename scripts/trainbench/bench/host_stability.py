@@ -145,6 +145,22 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+WINDOW_PAIRS = 8
+
+
+def window_plan(cuda: bool) -> list[tuple[str, str, int, float, str, int, dict]]:
+    """Does a longer window leave less of the host's wandering speed in a cell? One
+    process of a 1-s window, then one of a 5-s window (criterion's measurement time),
+    :data:`WINDOW_PAIRS` times over, alternating so that both see the same minutes;
+    each process's throughput is its whole window's (one interval: ``seconds``)."""
+    device = "cuda" if cuda else "cpu"
+    return [
+        (f"{device}-window-{seconds:g}s", device, 1, seconds, "none", 1, {})
+        for _ in range(WINDOW_PAIRS)
+        for seconds in (1.0, 5.0)
+    ]
+
+
 def plan(cuda: bool, cores: int) -> list[tuple[str, str, int, float, str, int, dict]]:
     """(group, device, threads, seconds, pin, processes, env) in the order run."""
     omp = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
