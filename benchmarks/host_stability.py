@@ -36,7 +36,20 @@ def main() -> int:
         "(host_stability.window_plan)",
     )
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--summarize",
+        type=Path,
+        metavar="JSON",
+        help="write the Markdown of a --windows results file beside it, and run nothing",
+    )
+    parser.add_argument("--how", default="", help="with --summarize: the run's how, in words")
     args = parser.parse_args()
+    if args.summarize:
+        result = json.loads(args.summarize.read_text())
+        md = args.summarize.with_suffix(".md")
+        atomic_write_text(md, hs.window_markdown(result, args.how))
+        print(f"wrote {md}")
+        return 0
     made = dt.datetime.now(dt.UTC)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cuda = torch.cuda.is_available()

@@ -23,6 +23,7 @@ untouched by the thread pools).
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -178,3 +179,49 @@ def plan(cuda: bool, cores: int) -> list[tuple[str, str, int, float, str, int, d
             ("cuda-pinned-short", "cuda", 1, 5.0, "main", 5, {}),
         ]
     return rows
+
+
+def window_comparison(result: dict) -> list[dict]:
+    """Per group of :func:`window_plan`: its processes, the spread of their throughputs
+    (highest ÷ lowest − 1), their standard deviation in log terms (≈ the relative
+    spread of one window), and when each started, in seconds after the first process."""
+    groups = {g: v["rows"] for g, v in result["groups"].items() if "-window-" in g}
+    if not groups:
+        return []
+    first = min(r["started_unix"] for rows in groups.values() for r in rows)
+    out = []
+    for group, rows in groups.items():
+        rates = [statistics.fmean(r["steps_per_s"]) for r in rows]
+        logs = [math.log(x) for x in rates]
+        out.append(
+            {
+                "group": group,
+                "processes": len(rows),
+                "steps_per_s": [round(x, 1) for x in rates],
+                "spread": round(max(rates) / min(rates) - 1, 4),
+                "log_sd": round(statistics.stdev(logs), 4) if len(logs) > 1 else None,
+                "started_after_s": [round(r["started_unix"] - first) for r in rows],
+            }
+        )
+    return out
+
+
+def window_markdown(result: dict, how: str) -> str:
+    """The --windows results file: the groups' spreads, from :func:`window_comparison`."""
+    lines = [
+        f"# Window length on a GPU host: {result['made_at']}",
+        "",
+        how,
+        "",
+        f"Command: `{result['command']}`; code: {result['code']}.",
+        "",
+        "| group | processes | steps/s per process | highest ÷ lowest − 1 | SD of log steps/s "
+        "| started (s after the first) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in window_comparison(result):
+        lines.append(
+            f"| {g['group']} | {g['processes']} | {', '.join(f'{x:g}' for x in g['steps_per_s'])} "
+            f"| {g['spread']:.1%} | {g['log_sd']:.1%} | {', '.join(map(str, g['started_after_s']))} |"
+        )
+    return "\n".join(lines) + "\n"
