@@ -267,8 +267,7 @@ def eval_window(
         why = (calibration or {}).get("out_of_reach")
         reason = (
             f"evaluation speed not measured: warm evaluation {seconds:.3g} s < "
-            f"{protocol.eval_minimum:g} s after {len(passes)} passes"
-            + (f" ({why})" if why else "")
+            f"{protocol.eval_minimum:g} s after {len(passes)} passes" + (f" ({why})" if why else "")
         )
     return {
         "passes": list(passes),
