@@ -35,8 +35,8 @@ numerics, disturbed, short window, no steady state: :data:`VERDICT_KINDS`; the r
 headline counts these rows alone). ``on battery``, ``low power mode``, ``threads beyond
 performance cores``: from the record's host facts (:mod:`.machine_state`); none of the
 three turns a verdict. ``eval speed not measured``: the warm evaluation passes stayed
-below ``timing.min_eval_seconds`` (by default ``timing.min_timed_seconds``; the record has no evaluation speed; only that cell's
-``eval_speed`` row goes without a verdict).
+below ``timing.min_eval_seconds`` (by default ``timing.min_timed_seconds``; the record
+has no evaluation speed; only that cell's ``eval_speed`` row goes without a verdict).
 ``numerics``: the record's numerical canary (:mod:`trainbench.measure.canary`) failed —
 "matmul_transposed rel. error 0.21 > 0.01", then any other failed ops — or raised
 ("canary error: <message>"); microbenchmark records included. Sorted by kind in that
