@@ -1,7 +1,8 @@
 """Evaluation timed to the minimum window, as pyperf calibrates its loops.
 
 After training, the passes of the final model that bring the warm evaluation passes to
-``timing.min_eval_seconds`` (by default ``timing.min_timed_seconds``) are counted from the warm passes' median time with
+``timing.min_eval_seconds`` (by default ``timing.min_timed_seconds``) are counted from
+the warm passes' median time with
 :data:`~trainbench.measure.measurement.EXTENSION_MARGIN`, and timed — within a budget
 of ``timing.max_eval_seconds`` of wall time and ``timing.max_eval_passes`` passes. A
 budget that cannot reach the minimum times none of them: the cell's evaluation speed is
@@ -29,9 +30,10 @@ MAX_ROUNDS = 3
 
 METHOD = (
     "after training, the passes of the final model that bring the warm passes to "
-    "timing.min_eval_seconds (default timing.min_timed_seconds) with a 20% margin, counted from the warm passes' median "
-    "time (pyperf's calibration of loops), timed when timing.max_eval_seconds of wall "
-    "time and timing.max_eval_passes passes can reach the minimum; none otherwise"
+    "timing.min_eval_seconds (default timing.min_timed_seconds) with a 20% margin, "
+    "counted from the warm passes' median time (pyperf's calibration of loops), timed "
+    "when timing.max_eval_seconds of wall time and timing.max_eval_passes passes can "
+    "reach the minimum; none otherwise"
 )
 
 
@@ -55,8 +57,8 @@ def eval_passes_needed(
 ) -> tuple[int, str | None]:
     """How many more evaluation passes to time now, and why the minimum is out of reach
     (None when it is not). ``(0, None)``: the warm passes already fill
-    the evaluation minimum (``TimingProtocol.eval_minimum``). Passes are counted at the warm passes' median time, aiming at
-    the minimum × :data:`EXTENSION_MARGIN`, and no more than ``budget_seconds`` and
+    the evaluation minimum (``TimingProtocol.eval_minimum``). Passes are counted at the
+    warm passes' median time, aiming at the minimum × :data:`EXTENSION_MARGIN`, and no more than ``budget_seconds`` and
     ``passes_left`` (default ``max_eval_passes``) allow; where what they allow cannot
     reach the minimum itself, none (0, and the reason). With no warm pass yet: one, to
     count from."""

@@ -253,10 +253,10 @@ def eval_window(
     passes: Sequence[dict], protocol: TimingProtocol, calibration: dict | None = None
 ) -> dict:
     """Evaluation throughput from warm passes only; the cold first pass apart. Warm
-    passes that add up to less than its minimum (``TimingProtocol.eval_minimum``; after
-    the calibration passes
-    of :mod:`trainbench.measure.eval_calibration`, whose facts ``calibration`` holds)
-    leave the evaluation speed not measured: no samples_per_s, the reason beside it."""
+    passes that add up to less than its minimum (``TimingProtocol.eval_minimum``),
+    after the calibration passes of :mod:`trainbench.measure.eval_calibration` (whose
+    facts ``calibration`` holds), leave the evaluation speed not measured: no
+    samples_per_s, the reason beside it."""
     warm = [p for p in passes if not p["cold"]]
     cold = [p for p in passes if p["cold"]]
     seconds = float(sum(p["seconds"] for p in warm))
