@@ -51,9 +51,11 @@ def main() -> int:
     parser.add_argument(
         "--pool",
         type=Path,
-        nargs="*",
+        nargs="+",
+        action="append",
         help="results folders whose ok records are pooled for the agreement expected at "
-        "3, 5, 7 and 9 repeats (default: the runs)",
+        "3 to 31 repeats, and whose every pair is judged as the declared pair (default: "
+        "the runs); given again, another pool (runs of another protocol apart)",
     )
     parser.add_argument("--how", default="", help="the commands and machine, in words")
     parser.add_argument("--out", type=Path)
@@ -65,6 +67,7 @@ def main() -> int:
     for run, folder in zip(runs, args.referenced, strict=False):
         run["overall_with_references"] = {"results": str(folder), "verdicts": gh.overall(folder)}
     injections = [json.loads(path.read_text()) for path in args.disturbance]
+    pools = args.pool or [args.runs]
     out = {
         "made_at": made.isoformat(timespec="seconds"),
         "how": args.how,
@@ -72,8 +75,9 @@ def main() -> int:
         # the first two runs are the declared pair; with one, nothing to compare
         "agreement": gh.agreement(runs[0], runs[1]) if len(runs) > 1 else None,
         "agreement_other_pairs": gh.other_pairs(runs),
-        "agreement_chance": noise.agreement_chance(args.pool or args.runs),
-        "observed_agreement": gh.observed_agreement(args.pool or args.runs),
+        # one entry per pool
+        "agreement_chance": [noise.agreement_chance(pool) for pool in pools],
+        "observed_agreement": [gh.observed_agreement(pool) for pool in pools],
         "injected": gh.injected(injections),
         "injected_from": [
             {

@@ -48,6 +48,7 @@ def test_agreement_is_certain_without_noise_and_rare_with_a_wide_side(tmp_path):
     assert chance["chance_by_repeats"] == {"3": 1.0, "9": 1.0}
     assert chance["pooled_pairs"] == {str(tmp_path / "a"): None}  # no start times recorded
     assert chance["comparisons"] == 1 and chance["rounds"] == {"cnn cuda bs 32": 3}
+    assert chance["round_cell_seconds"] == {str(tmp_path / "a"): None}  # no wall recorded
     # the cuda side measured 100 or 200 samples/s: medians of 3 often differ by 2x
     wide = [_row("cpu", r, 10.0) for r in range(4)] + [
         _row("cuda", r, v) for r, v in enumerate((100.0, 200.0, 100.0, 200.0))
@@ -62,3 +63,14 @@ def test_agreement_is_certain_without_noise_and_rare_with_a_wide_side(tmp_path):
     ]
     chance = agreement_chance([_folder(tmp_path / "c", paired)], repeats=(3,), draws=2000)
     assert chance["chance_by_repeats"] == {"3": 1.0}
+
+
+def test_a_round_costs_its_cells_wall_seconds_added_up(tmp_path):
+    """Round 0's cells took 10 + 20 s, round 1's 12 + 24 s, round 2's 10 + 30 s: the
+    median round, 36 s, is what one more repeat adds to a run."""
+    walls = {(0, "cpu"): 10.0, (0, "cuda"): 20.0, (1, "cpu"): 12.0, (1, "cuda"): 24.0,
+             (2, "cpu"): 10.0, (2, "cuda"): 30.0}  # fmt: skip
+    rows = [{**_row(d, r, 10.0 if d == "cpu" else 100.0), "wall_attempt_seconds": w}
+            for (r, d), w in walls.items()]  # fmt: skip
+    chance = agreement_chance([_folder(tmp_path / "a", rows)], repeats=(3,), draws=10)
+    assert chance["round_cell_seconds"] == {str(tmp_path / "a"): 36.0}

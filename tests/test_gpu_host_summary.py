@@ -117,13 +117,20 @@ def test_intervals_overlap_and_every_later_pair(tmp_path):
     assert seen == {"tolerance": 0.15, "pairs": 3, "within_tolerance": 1, "same_verdicts": 3,
                     "intervals_overlap": 2}  # fmt: skip
     out = {"made_at": "now", "how": "", "runs": runs, "injected": [], "agreement": None,
-           "agreement_chance": {"tolerance": 0.15, "draws": 4, "pooled_from": ["a"],
-                                "chance_by_repeats": {"3": 0.5}},
-           "observed_agreement": seen}  # fmt: skip
-    assert (
-        "3 pairs, each judged as runs 1 and 2 are: every speedup median within 15% in 1,"
-        in gpu_host.markdown(out)
-    )
+           "agreement_chance": [
+               {"tolerance": 0.15, "draws": 4, "pooled_from": ["a"],
+                "chance_by_repeats": {"3": 0.5, "21": 0.9},
+                "round_cell_seconds": {"a": 100.0, "b": 120.5, "c": None}},
+               {"tolerance": 0.15, "draws": 4, "pooled_from": ["b"],
+                "chance_by_repeats": {"3": 0.25}}],
+           "observed_agreement": [seen, {**seen, "pairs": 0, "within_tolerance": 0}]}  # fmt: skip
+    text = gpu_host.markdown(out)
+    assert "3 pairs, each judged as runs 1 and 2 are: every speedup median within 15% in 1," in text
+    assert "0 pairs, each judged as runs 1 and 2 are: every speedup median within 15% in 0," in text
+    assert "from the repeats of `a` (two runs" in text and "50% at 3, 90% at 21 repeats" in text
+    assert "from the repeats of `b` (two runs" in text and "25% at 3 repeats" in text
+    # the cost of a round, from the runs that recorded it
+    assert "aggregation apart): 100–120.5 s in these runs" in text
     # an interval without finite ends meets nothing
     assert gpu_host._overlap([float("nan"), 2.0], [1.0, 3.0]) is False
     assert gpu_host._overlap(None, [1.0, 3.0]) is False

@@ -303,27 +303,10 @@ def markdown(out: Mapping) -> str:
         _agreement_line(f"agreement of runs {p['runs'][0]} and {p['runs'][1]}", p)
         for p in out.get("agreement_other_pairs") or []
     ]
-    if chance := out.get("agreement_chance"):
-        odds = ", ".join(f"{p:.0%} at {n}" for n, p in chance["chance_by_repeats"].items())
-        lines.append(
-            f"- agreement expected from these repeats (two runs, every speedup median within "
-            f"{chance['tolerance']:.0%}; {chance['draws']} bootstrap draws of rounds from "
-            f"{', '.join(f'`{f}`' for f in chance['pooled_from'])}, a round's two sides "
-            f"drawn together): {odds} repeats"
-        )
-        if seen := out.get("observed_agreement"):
-            lines.append(
-                f"- the same runs' {seen['pairs']} pairs, each judged as runs 1 and 2 are: "
-                f"every speedup median within {seen['tolerance']:.0%} in {seen['within_tolerance']}, "
-                f"the same verdicts in {seen['same_verdicts']}, every comparison's intervals "
-                f"overlapping in {seen['intervals_overlap']}"
-            )
-        lines += [
-            f"- pooled `{folder}`: a round's two sides started {p['median_gap_seconds']:g} s "
-            f"apart (median), correlation of their deviations {p['deviation_correlation']:.2f}"
-            for folder, p in chance.get("pooled_pairs", {}).items()
-            if p
-        ]
+    for chance, seen in zip(
+        out.get("agreement_chance") or [], out.get("observed_agreement") or [], strict=True
+    ):
+        lines += _pool_lines(chance, seen)
     runs = out["runs"]
     lines += ["", "| workload | device | bs | " + " | ".join(f"run {i}" for i in range(1, len(runs) + 1))
               + " |", "|---|---|---|" + "---|" * len(runs)]  # fmt: skip
@@ -367,6 +350,36 @@ def markdown(out: Mapping) -> str:
                 f" | {_ratio(r.get('throughput_vs_round_0'))} | {r['disturbed']} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _pool_lines(chance: Mapping, seen: Mapping) -> list[str]:
+    """One pool's expected agreement, its pairs' observed agreement, and its runs'
+    pairing in time and cost of a round."""
+    odds = ", ".join(f"{p:.0%} at {n}" for n, p in chance["chance_by_repeats"].items())
+    pooled = ", ".join(f"`{f}`" for f in chance["pooled_from"])
+    lines = [
+        f"- agreement expected from the repeats of {pooled} (two runs, every speedup median "
+        f"within {chance['tolerance']:.0%}; {chance['draws']} bootstrap draws of rounds, a "
+        f"round's two sides drawn together): {odds} repeats",
+        f"- the same runs' {seen['pairs']} pair{'' if seen['pairs'] == 1 else 's'}, each "
+        f"judged as runs 1 and 2 are: every "
+        f"speedup median within {seen['tolerance']:.0%} in {seen['within_tolerance']}, the "
+        f"same verdicts in {seen['same_verdicts']}, every comparison's intervals overlapping "
+        f"in {seen['intervals_overlap']}",
+    ]
+    lines += [
+        f"- pooled `{folder}`: a round's two sides started {p['median_gap_seconds']:g} s "
+        f"apart (median), correlation of their deviations {p['deviation_correlation']:.2f}"
+        for folder, p in chance.get("pooled_pairs", {}).items()
+        if p
+    ]
+    cost = [s for s in (chance.get("round_cell_seconds") or {}).values() if s is not None]
+    if cost:
+        lines.append(
+            f"- a round of repeats (every cell once, wall_attempt_seconds added up; a run's "
+            f"references and aggregation apart): {min(cost):g}–{max(cost):g} s in these runs"
+        )
+    return lines
 
 
 def _agreement_line(what: str, ag: Mapping) -> str:

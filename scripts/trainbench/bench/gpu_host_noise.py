@@ -116,10 +116,20 @@ def _pooled_rounds(folders: Sequence[Path], baseline: str) -> dict[tuple, np.nda
     return rounds
 
 
+def _round_cell_seconds(results: Path) -> float | None:
+    """The median over rounds of repeats of a round's cells' wall seconds added up
+    (``wall_attempt_seconds``, every attempt's process from start to exit): what one more
+    repeat adds to a run, its references and aggregation left out. None unrecorded."""
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    if "wall_attempt_seconds" not in runs or runs["wall_attempt_seconds"].isna().all():
+        return None
+    return round(float(runs.groupby("rep")["wall_attempt_seconds"].sum().median()), 1)
+
+
 def agreement_chance(
     folders: Sequence[Path],
     tolerance: float = 0.15,
-    repeats: Sequence[int] = (3, 5, 7, 9),
+    repeats: Sequence[int] = (3, 5, 7, 9, 15, 21, 31),
     draws: int = 4000,
     baseline: str = "cpu",
     seed: int = 0,
@@ -150,6 +160,8 @@ def agreement_chance(
         "comparisons": len(rounds),
         "rounds": {f"{w} {d} bs {bs}": len(r) for (w, bs, d), r in rounds.items()},
         "chance_by_repeats": chance,
+        # what a round of repeats costs, to set the chance beside a run's length
+        "round_cell_seconds": {str(f): _round_cell_seconds(f) for f in folders},
         # each pooled run's pairing in time (as :func:`pairs` reports a run's)
         "pooled_pairs": {str(f): pairs(f) for f in folders},
     }
