@@ -118,8 +118,9 @@ def _pooled_rounds(folders: Sequence[Path], baseline: str) -> dict[tuple, np.nda
 
 def _round_cell_seconds(results: Path) -> float | None:
     """The median over rounds of repeats of a round's cells' wall seconds added up
-    (``wall_attempt_seconds``, every attempt's process from start to exit): what one more
-    repeat adds to a run, its references and aggregation left out. None unrecorded."""
+    (``wall_attempt_seconds``: a cell's final attempt, its process from start to exit; a
+    failed attempt before it is not counted): what one more repeat adds to a run, its
+    references and aggregation left out. None where no record has it."""
     runs = pd.read_csv(results / "tables" / "runs.csv")
     if "wall_attempt_seconds" not in runs or runs["wall_attempt_seconds"].isna().all():
         return None
