@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-host sweep detached from the call that starts it: a lent machine's calls last
-# at most 10 minutes, a run of benchmarks/suites/gpu-host.yaml longer (benchmarks/README.md).
+# at most 10 minutes, a run with more repeats (or longer windows) longer than that
+# (benchmarks/README.md).
 #   benchmarks/gpu_host_detached.sh start NAME
 #       start run NAME (results/NAME) in its own session (setsid), --cores $(nproc)
 #   benchmarks/gpu_host_detached.sh wait NAME SECONDS [OUT]
